@@ -1,0 +1,321 @@
+"""`BertConfig`: the hyper-parameters of a BERT encoder.
+
+Field names follow google-research `bert_config.json`, so a released config
+file maps onto this class one to one. Hugging Face `config.json` files are read
+and written too, translating the fields whose names or meanings differ.
+
+The one field whose *meaning* differs between ecosystems is `hidden_act`:
+google-research `modeling.py` (and so every released TF checkpoint) and Model
+Garden call the tanh approximation of GELU "gelu", while Hugging Face calls the
+exact erf form "gelu" and the tanh form "gelu_new". This class follows
+google-research: "gelu" is the tanh form and "gelu_exact" the erf form.
+Reading or writing a Hugging Face config translates, so the numbers a model
+computes never change with the file format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Optional
+
+# Activation names this library understands (see bert/layers/activations.py).
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "silu", "tanh", "linear")
+
+# Hugging Face name -> ours. HF "gelu" is exact; "gelu_new" & co. are tanh.
+_HF_TO_OURS_ACT = {
+    "gelu": "gelu_exact",
+    "gelu_python": "gelu_exact",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_fast": "gelu",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+_OURS_TO_HF_ACT = {
+    "gelu": "gelu_new",
+    "gelu_exact": "gelu",
+    "relu": "relu",
+    "silu": "silu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+
+_GOOGLE_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+)
+
+# Fields that fix the weight shapes: a config file must state them.
+_STRUCTURAL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
+                      "num_attention_heads", "intermediate_size",
+                      "max_position_embeddings")
+
+
+@dataclasses.dataclass
+class BertConfig:
+  """Hyper-parameters of a BERT encoder (google-research field names).
+
+  Attributes:
+    vocab_size: number of wordpiece ids.
+    hidden_size: width H of every transformer layer.
+    num_hidden_layers: number of transformer layers L.
+    num_attention_heads: heads per layer; must divide `hidden_size`.
+    intermediate_size: width of the feed-forward layer (4H in released models).
+    hidden_act: feed-forward activation; "gelu" is the tanh approximation as in
+      google-research BERT, "gelu_exact" the erf form (Hugging Face "gelu").
+    hidden_dropout_prob: dropout on embeddings and on every residual branch.
+    attention_probs_dropout_prob: dropout on the attention probabilities.
+    max_position_embeddings: longest sequence the position table covers.
+    type_vocab_size: number of segment (token type) ids.
+    initializer_range: stddev of the truncated-normal weight initialiser.
+    embedding_size: width E of the embedding tables when factorised (E != H,
+      then projected to H); None means E = H as in BERT.
+    norm_first: pre-LayerNorm blocks (LN before attention and feed-forward);
+      False is BERT's post-LN.
+    layer_norm_epsilon: epsilon of every LayerNorm (1e-12 in BERT).
+  """
+
+  vocab_size: int = 30522
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  initializer_range: float = 0.02
+  embedding_size: Optional[int] = None
+  norm_first: bool = False
+  layer_norm_epsilon: float = 1e-12
+
+  def __post_init__(self):
+    self.validate()
+
+  # ---------------------------------------------------------------- checks
+  def validate(self) -> None:
+    """Raises ValueError naming the first field that is out of range."""
+    for name in ("vocab_size", "hidden_size", "num_hidden_layers",
+                 "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"BertConfig.{name} must be a positive integer, got {value!r}")
+    if self.embedding_size is not None and (
+        isinstance(self.embedding_size, bool)
+        or not isinstance(self.embedding_size, int) or self.embedding_size <= 0):
+      raise ValueError("BertConfig.embedding_size must be a positive integer "
+                       f"or None, got {self.embedding_size!r}")
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"BertConfig.hidden_size={self.hidden_size} is not divisible by "
+          f"BertConfig.num_attention_heads={self.num_attention_heads}")
+    if self.hidden_act not in ACTIVATIONS:
+      raise ValueError(f"BertConfig.hidden_act={self.hidden_act!r} is not one of "
+                       f"{', '.join(ACTIVATIONS)}")
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      value = getattr(self, name)
+      if not 0.0 <= value < 1.0:
+        raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
+    if not self.initializer_range > 0:
+      raise ValueError("BertConfig.initializer_range must be positive, got "
+                       f"{self.initializer_range!r}")
+    if not self.layer_norm_epsilon > 0:
+      raise ValueError("BertConfig.layer_norm_epsilon must be positive, got "
+                       f"{self.layer_norm_epsilon!r}")
+
+  # ----------------------------------------------------------- derived
+  @property
+  def head_size(self) -> int:
+    return self.hidden_size // self.num_attention_heads
+
+  @property
+  def embedding_width(self) -> int:
+    """Width of the embedding tables (E); equals hidden_size unless factorised."""
+    return self.embedding_size or self.hidden_size
+
+  # ---------------------------------------------------------- dict / json
+  def to_dict(self) -> Dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, d: Dict[str, Any]) -> "BertConfig":
+    """Builds from our own field names; unknown keys are an error."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+      raise ValueError(f"Unknown BertConfig field(s): {', '.join(unknown)}")
+    return cls(**d)
+
+  @classmethod
+  def from_google_dict(cls, d: Dict[str, Any]) -> "BertConfig":
+    """Reads a google-research / Model Garden `bert_config.json` dict."""
+    missing = [k for k in _STRUCTURAL_FIELDS if k not in d]
+    if missing:
+      raise ValueError(f"bert_config is missing field(s): {', '.join(missing)}")
+    kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d}
+    for extra in ("embedding_size", "norm_first", "layer_norm_epsilon"):
+      if d.get(extra) is not None:
+        kwargs[extra] = d[extra]
+    return cls(**kwargs)
+
+  @classmethod
+  def from_hf_dict(cls, d: Dict[str, Any]) -> "BertConfig":
+    """Reads a Hugging Face `config.json` dict of a BERT model."""
+    model_type = d.get("model_type", "bert")
+    if model_type != "bert":
+      raise ValueError(f"config.json has model_type={model_type!r}; only 'bert' "
+                       "models can be read")
+    pos_type = d.get("position_embedding_type", "absolute")
+    if pos_type != "absolute":
+      raise ValueError("config.json has position_embedding_type="
+                       f"{pos_type!r}; only 'absolute' is supported")
+    hf_act = d.get("hidden_act", "gelu")
+    if hf_act not in _HF_TO_OURS_ACT:
+      raise ValueError(f"config.json has hidden_act={hf_act!r}, which has no "
+                       "equivalent here")
+    missing = [k for k in _STRUCTURAL_FIELDS if k not in d]
+    if missing:
+      raise ValueError(f"config.json is missing field(s): {', '.join(missing)}")
+    kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d and k != "hidden_act"}
+    kwargs["hidden_act"] = _HF_TO_OURS_ACT[hf_act]
+    if "layer_norm_eps" in d:
+      kwargs["layer_norm_epsilon"] = float(d["layer_norm_eps"])
+    return cls(**kwargs)
+
+  def to_google_dict(self) -> Dict[str, Any]:
+    d = {k: getattr(self, k) for k in _GOOGLE_FIELDS}
+    # Extensions are written only when they change the model, so plain BERT
+    # configs stay byte-compatible with google-research's reader.
+    if self.embedding_size is not None and self.embedding_size != self.hidden_size:
+      d["embedding_size"] = self.embedding_size
+    if self.norm_first:
+      d["norm_first"] = True
+    if self.layer_norm_epsilon != 1e-12:
+      d["layer_norm_epsilon"] = self.layer_norm_epsilon
+    return d
+
+  def to_hf_dict(self) -> Dict[str, Any]:
+    if self.norm_first:
+      raise ValueError("BertConfig.norm_first=True has no Hugging Face BertModel "
+                       "equivalent")
+    if self.embedding_width != self.hidden_size:
+      raise ValueError(f"BertConfig.embedding_size={self.embedding_size} differs "
+                       "from hidden_size; Hugging Face BertModel cannot express "
+                       "factorised embeddings")
+    d = {k: getattr(self, k) for k in _GOOGLE_FIELDS}
+    d["hidden_act"] = _OURS_TO_HF_ACT[self.hidden_act]
+    d.update(
+        architectures=["BertModel"],
+        model_type="bert",
+        layer_norm_eps=self.layer_norm_epsilon,
+        pad_token_id=0,
+        position_embedding_type="absolute",
+    )
+    return d
+
+  @classmethod
+  def from_json_file(cls, path: str, format: Optional[str] = None) -> "BertConfig":
+    """Reads `bert_config.json` (google-research) or `config.json` (HF).
+
+    Args:
+      path: the json file.
+      format: "google" or "hf"; None detects it (HF files carry `model_type`).
+    """
+    if not os.path.exists(path):
+      raise FileNotFoundError(f"No config file at {path}")
+    with open(path, "r", encoding="utf-8") as f:
+      try:
+        d = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from e
+    if not isinstance(d, dict):
+      raise ValueError(f"{path}: expected a JSON object")
+    if format is None:
+      format = "hf" if "model_type" in d or "architectures" in d else "google"
+    try:
+      if format == "hf":
+        return cls.from_hf_dict(d)
+      if format == "google":
+        return cls.from_google_dict(d)
+    except (ValueError, TypeError) as e:
+      raise ValueError(f"{path}: {e}") from e
+    raise ValueError(f"format must be 'google' or 'hf', got {format!r}")
+
+  def to_json_file(self, path: str, format: str = "google") -> None:
+    """Writes `bert_config.json` ("google") or HF `config.json` ("hf")."""
+    if format == "google":
+      d = self.to_google_dict()
+    elif format == "hf":
+      d = self.to_hf_dict()
+    else:
+      raise ValueError(f"format must be 'google' or 'hf', got {format!r}")
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(d, f, indent=2, sort_keys=True)
+      f.write("\n")
+
+  # --------------------------------------------------------------- presets
+  @classmethod
+  def preset(cls, name: str, **overrides) -> "BertConfig":
+    """The config of a released BERT shape, e.g. "bert_base" or "bert_L4_H256".
+
+    Keyword overrides replace fields (e.g. `vocab_size=28996`).
+    """
+    if name not in PRESETS:
+      raise ValueError(f"Unknown BERT preset {name!r}; known presets: "
+                       f"{', '.join(sorted(PRESETS))}")
+    d = dict(PRESETS[name])
+    d.update(overrides)
+    return cls(**d)
+
+  @staticmethod
+  def preset_names():
+    return sorted(PRESETS)
+
+
+def _shape(layers: int, hidden: int, **extra) -> Dict[str, Any]:
+  d = dict(num_hidden_layers=layers, hidden_size=hidden,
+           num_attention_heads=hidden // 64, intermediate_size=4 * hidden)
+  d.update(extra)
+  return d
+
+
+# The 24 compact models of "Well-Read Students Learn Better" (Turc et al.,
+# 2019; heads = H/64, intermediate = 4H) plus BERT-Base and BERT-Large, all with
+# the 30,522-id uncased English vocabulary unless the name says otherwise.
+PRESETS: Dict[str, Dict[str, Any]] = {}
+for _l in (2, 4, 6, 8, 10, 12):
+  for _h in (128, 256, 512, 768):
+    PRESETS[f"bert_L{_l}_H{_h}"] = _shape(_l, _h)
+PRESETS["bert_tiny"] = PRESETS["bert_L2_H128"]
+PRESETS["bert_mini"] = PRESETS["bert_L4_H256"]
+PRESETS["bert_small"] = PRESETS["bert_L4_H512"]
+PRESETS["bert_medium"] = PRESETS["bert_L8_H512"]
+PRESETS["bert_base"] = _shape(12, 768)
+PRESETS["bert_large"] = _shape(24, 1024)
+# Released vocabularies other than uncased English.
+PRESETS["bert_base_cased"] = _shape(12, 768, vocab_size=28996)
+PRESETS["bert_large_cased"] = _shape(24, 1024, vocab_size=28996)
+PRESETS["bert_base_multilingual_cased"] = _shape(12, 768, vocab_size=119547)
+PRESETS["bert_base_chinese"] = _shape(12, 768, vocab_size=21128)
+# all-MiniLM-L6-v2 (the real weights used in tests): 12 heads of 32, exact GELU.
+PRESETS["all_minilm_l6_v2"] = dict(
+    num_hidden_layers=6, hidden_size=384, num_attention_heads=12,
+    intermediate_size=1536, hidden_act="gelu_exact")
+del _l, _h

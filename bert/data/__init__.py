@@ -1,0 +1,1 @@
+"""Input pipelines and data preparation (TFRecords, tokenization, packing)."""

@@ -1,0 +1,16 @@
+"""Keras layers of BERT; each is serialisable with `get_config`."""
+
+from bert.layers.activations import gelu, gelu_exact, get_activation
+from bert.layers.bert_embedding import BertEmbedding
+from bert.layers.classification_head import ClassificationHead
+from bert.layers.fused_self_attention import FusedSelfAttention
+from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
+from bert.layers.self_attention_mask import SelfAttentionMask
+from bert.layers.span_head import SpanHead
+from bert.layers.transformer_encoder_block import TransformerEncoderBlock
+
+__all__ = [
+    "BertEmbedding", "ClassificationHead", "FusedSelfAttention", "MaskedLMHead",
+    "SelfAttentionMask", "SpanHead", "TransformerEncoderBlock", "gather_positions",
+    "gelu", "gelu_exact", "get_activation",
+]

@@ -1,0 +1,125 @@
+"""`BertEmbedding`: word + position + token-type embeddings, LayerNorm, dropout."""
+
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras
+
+from bert.layers._util import build_sublayer, initializer
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class BertEmbedding(tf_keras.layers.Layer):
+  """Sums the three BERT embeddings, normalises, drops out and projects.
+
+  Inputs (to `call`):
+    input_word_ids: int32 [batch, seq].
+    input_type_ids: int32 [batch, seq]; None means all zeros (segment A).
+    input_positions: optional int32 [batch, seq] position ids, for sequence
+      packing where every packed example restarts at 0; None means 0..seq-1.
+
+  Output: [batch, seq, hidden_size].
+
+  With `embedding_size != hidden_size` (factorised embeddings) the tables are
+  `embedding_size` wide and a dense projection maps the normalised sum to
+  `hidden_size`, as in Model Garden's BertEncoder.
+  """
+
+  def __init__(self,
+               vocab_size: int,
+               hidden_size: int,
+               max_position_embeddings: int = 512,
+               type_vocab_size: int = 2,
+               embedding_size: Optional[int] = None,
+               dropout_rate: float = 0.1,
+               initializer_range: float = 0.02,
+               layer_norm_epsilon: float = 1e-12,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.embedding_size = embedding_size
+    self.dropout_rate = dropout_rate
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.embedding_width = embedding_size or hidden_size
+
+    self.layer_norm = tf_keras.layers.LayerNormalization(
+        axis=-1, epsilon=layer_norm_epsilon, dtype="float32", name="layer_norm")
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.projection = None
+    if self.embedding_width != hidden_size:
+      self.projection = tf_keras.layers.Dense(
+          hidden_size, kernel_initializer=initializer(self.initializer_range),
+          name="embedding_projection")
+
+  def build(self, input_shape=None):
+    width = self.embedding_width
+    self.word_embeddings = self.add_weight(
+        "word_embeddings", shape=[self.vocab_size, width],
+        initializer=initializer(self.initializer_range))
+    self.position_embeddings = self.add_weight(
+        "position_embeddings", shape=[self.max_position_embeddings, width],
+        initializer=initializer(self.initializer_range))
+    self.type_embeddings = self.add_weight(
+        "type_embeddings", shape=[self.type_vocab_size, width],
+        initializer=initializer(self.initializer_range))
+    build_sublayer(self.layer_norm, [None, None, width])
+    if self.projection is not None:
+      build_sublayer(self.projection, [None, None, width])
+    super().build(input_shape)
+
+  def call(self, input_word_ids, input_type_ids=None, input_positions=None,
+           training=None):
+    # [batch, seq, width]
+    embeddings = tf.gather(self.word_embeddings, input_word_ids)
+    if input_type_ids is not None:
+      embeddings += tf.gather(self.type_embeddings, input_type_ids)
+    else:
+      embeddings += self.type_embeddings[0]
+    if input_positions is not None:
+      embeddings += tf.gather(self.position_embeddings, input_positions)
+    else:
+      seq_length = _checked_seq_length(input_word_ids,
+                                       self.max_position_embeddings)
+      # [seq, width], broadcast over the batch.
+      embeddings += self.position_embeddings[:seq_length]
+    embeddings = tf.cast(self.layer_norm(embeddings), self.compute_dtype)
+    embeddings = self.dropout(embeddings, training=training)
+    if self.projection is not None:
+      embeddings = self.projection(embeddings)
+    return embeddings
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        vocab_size=self.vocab_size,
+        hidden_size=self.hidden_size,
+        max_position_embeddings=self.max_position_embeddings,
+        type_vocab_size=self.type_vocab_size,
+        embedding_size=self.embedding_size,
+        dropout_rate=self.dropout_rate,
+        initializer_range=self.initializer_range,
+        layer_norm_epsilon=self.layer_norm_epsilon)
+    return config
+
+
+def _checked_seq_length(input_word_ids, max_position_embeddings):
+  """Sequence length of `input_word_ids`, checked against the position table."""
+  static = input_word_ids.shape[1]
+  if static is not None:
+    if static > max_position_embeddings:
+      raise ValueError(
+          f"input_word_ids has sequence length {static}, longer than "
+          f"max_position_embeddings={max_position_embeddings}")
+    return static
+  seq_length = tf.shape(input_word_ids)[1]
+  with tf.control_dependencies([
+      tf.debugging.assert_less_equal(
+          seq_length, max_position_embeddings,
+          message=("input_word_ids has a sequence length longer than "
+                   f"max_position_embeddings={max_position_embeddings}"))
+  ]):
+    return tf.identity(seq_length)

@@ -1,0 +1,31 @@
+"""`SelfAttentionMask`: which keys each query may attend to."""
+
+import tensorflow as tf
+import tf_keras
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class SelfAttentionMask(tf_keras.layers.Layer):
+  """Turns a padding mask or a full attention mask into a 3-D 0/1 mask.
+
+  `input_mask` int [batch, seq] (1 = real token) becomes [batch, 1, seq]: the
+  same key mask for every query, broadcast inside attention, so the padded
+  case never materialises a [seq, seq] matrix. A full `attention_mask`
+  [batch, seq, seq] (e.g. block-diagonal for packed sequences, where examples
+  must not see each other) passes through unchanged. Either way the output is
+  in the layer's compute dtype, ready for `FusedSelfAttention`.
+  """
+
+  def call(self, input_mask=None, attention_mask=None):
+    if attention_mask is not None:
+      if attention_mask.shape.rank != 3:
+        raise ValueError("attention_mask must be [batch, seq, seq], got shape "
+                         f"{attention_mask.shape}")
+      return tf.cast(attention_mask, self.compute_dtype)
+    if input_mask is None:
+      return None
+    if input_mask.shape.rank != 2:
+      raise ValueError(f"input_mask must be [batch, seq], got shape "
+                       f"{input_mask.shape}")
+    # [batch, 1, seq]
+    return tf.cast(input_mask, self.compute_dtype)[:, tf.newaxis, :]

@@ -1,0 +1,116 @@
+"""`TransformerEncoderBlock`: one BERT layer (self-attention + feed-forward)."""
+
+import tensorflow as tf
+import tf_keras
+
+from bert.layers._util import build_sublayer, initializer
+
+from bert.layers import activations
+from bert.layers.fused_self_attention import FusedSelfAttention
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class TransformerEncoderBlock(tf_keras.layers.Layer):
+  """Self-attention and a GELU feed-forward, each with a residual and LayerNorm.
+
+  Post-LN (BERT, `norm_first=False`):
+    a = LN(x + Dropout(Attention(x)))
+    y = LN(a + Dropout(W2 act(W1 a)))
+  Pre-LN (`norm_first=True`):
+    a = x + Dropout(Attention(LN(x)))
+    y = a + Dropout(W2 act(W1 LN(a)))
+
+  Inputs: x [batch, seq, hidden], attention_mask 0/1 broadcastable to
+  [batch, seq, seq] (see `SelfAttentionMask`). Output: [batch, seq, hidden],
+  plus attention probabilities [batch, heads, seq, seq] when
+  `return_attention_probs=True`. LayerNorms compute in float32 under mixed
+  precision; the residual stream stays in the compute dtype.
+  """
+
+  def __init__(self,
+               num_attention_heads: int,
+               intermediate_size: int,
+               intermediate_activation: str = "gelu",
+               hidden_dropout_rate: float = 0.1,
+               attention_dropout_rate: float = 0.1,
+               norm_first: bool = False,
+               layer_norm_epsilon: float = 1e-12,
+               initializer_range: float = 0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.intermediate_activation = intermediate_activation
+    self.hidden_dropout_rate = hidden_dropout_rate
+    self.attention_dropout_rate = attention_dropout_rate
+    self.norm_first = norm_first
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.initializer_range = initializer_range
+    self._activation = activations.get_activation(intermediate_activation)
+
+  def build(self, input_shape):
+    hidden = int(input_shape[-1])
+    self.attention = FusedSelfAttention(
+        self.num_attention_heads, dropout_rate=self.attention_dropout_rate,
+        initializer_range=self.initializer_range, name="attention")
+    build_sublayer(self.attention, [None, None, hidden])
+    self.attention_layer_norm = tf_keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_epsilon, dtype="float32",
+        name="attention_layer_norm")
+    build_sublayer(self.attention_layer_norm, [None, None, hidden])
+    self.intermediate_dense = tf_keras.layers.Dense(
+        self.intermediate_size, kernel_initializer=initializer(self.initializer_range), name="intermediate")
+    build_sublayer(self.intermediate_dense, [None, None, hidden])
+    self.output_dense = tf_keras.layers.Dense(
+        hidden, kernel_initializer=initializer(self.initializer_range), name="output")
+    build_sublayer(self.output_dense, [None, None, self.intermediate_size])
+    self.output_layer_norm = tf_keras.layers.LayerNormalization(
+        epsilon=self.layer_norm_epsilon, dtype="float32",
+        name="output_layer_norm")
+    build_sublayer(self.output_layer_norm, [None, None, hidden])
+    self.hidden_dropout = tf_keras.layers.Dropout(self.hidden_dropout_rate)
+    super().build(input_shape)
+
+  def _norm(self, layer_norm, x):
+    return tf.cast(layer_norm(x), self.compute_dtype)
+
+  def call(self, x, attention_mask=None, training=None,
+           return_attention_probs=False):
+    # --- self-attention sub-layer
+    attention_input = (self._norm(self.attention_layer_norm, x)
+                       if self.norm_first else x)
+    attention_output = self.attention(
+        attention_input, attention_mask=attention_mask, training=training,
+        return_attention_probs=return_attention_probs)
+    if return_attention_probs:
+      attention_output, probs = attention_output
+    attention_output = self.hidden_dropout(attention_output, training=training)
+    if self.norm_first:
+      x = x + attention_output
+    else:
+      x = self._norm(self.attention_layer_norm, x + attention_output)
+
+    # --- feed-forward sub-layer: [batch, seq, intermediate] -> [.., hidden]
+    ffn_input = self._norm(self.output_layer_norm, x) if self.norm_first else x
+    inner = self._activation(self.intermediate_dense(ffn_input))
+    ffn_output = self.hidden_dropout(self.output_dense(inner), training=training)
+    if self.norm_first:
+      output = x + ffn_output
+    else:
+      output = self._norm(self.output_layer_norm, x + ffn_output)
+    if return_attention_probs:
+      return output, probs
+    return output
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        num_attention_heads=self.num_attention_heads,
+        intermediate_size=self.intermediate_size,
+        intermediate_activation=self.intermediate_activation,
+        hidden_dropout_rate=self.hidden_dropout_rate,
+        attention_dropout_rate=self.attention_dropout_rate,
+        norm_first=self.norm_first,
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        initializer_range=self.initializer_range)
+    return config

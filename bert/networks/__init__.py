@@ -1,0 +1,6 @@
+"""Networks composed of `bert.layers`: encoders that later models wrap."""
+
+from bert.networks.bert_encoder import BertEncoder, scaffold_kwargs
+from bert.networks.encoder_scaffold import EncoderScaffold
+
+__all__ = ["BertEncoder", "EncoderScaffold", "scaffold_kwargs"]

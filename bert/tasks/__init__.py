@@ -1,0 +1,1 @@
+"""Fine-tuning and pre-training tasks: data, losses, metrics, post-processing."""
