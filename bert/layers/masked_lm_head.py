@@ -46,7 +46,11 @@ class MaskedLMHead(tf_keras.layers.Layer):
     self.activation = activation
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    # Not tracked as this layer's weight: the encoder owns the table, so the
+    # head's weights are only its own (transform, LayerNorm, bias).
+    self._setattr_tracking = False
     self.embedding_table = embedding_table
+    self._setattr_tracking = True
     self._activation = activations.get_activation(activation)
     if embedding_table is not None and int(embedding_table.shape[0]) != vocab_size:
       raise ValueError(f"embedding_table has {embedding_table.shape[0]} rows but "

@@ -1,0 +1,1 @@
+"""Command-line entry points (absl apps), installed as `bert-*` commands."""

