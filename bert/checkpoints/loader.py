@@ -1,0 +1,316 @@
+"""`load` and `save`: one entry point for every checkpoint format.
+
+Formats (detected from the folder):
+  "tf2"           this library's: tf.train.Checkpoint + bert_config.json +
+                  bert_checkpoint.json (+ vocab.txt)
+  "tf1"           google-research: bert_config.json + bert_model.ckpt.* with
+                  the original variable names (+ vocab.txt)
+  "model_garden"  Model Garden TF2: tf.train.Checkpoint(encoder=BertEncoder)
+                  + bert_config.json
+  "hf"            Hugging Face: config.json + model.safetensors (+ vocab.txt)
+All but "tf2" go through the canonical TF1-named arrays (bert/checkpoints/
+mapping.py), where every weight is matched strictly.
+"""
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from typing import List, Optional, Union
+
+import numpy as np
+import tensorflow as tf
+
+from bert.checkpoints import hf
+from bert.checkpoints import mapping
+from bert.checkpoints import model_garden
+from bert.checkpoints import tf1
+from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
+from bert.config import BertConfig
+from bert.layers.classification_head import ClassificationHead
+from bert.layers.masked_lm_head import MaskedLMHead
+from bert.networks.bert_encoder import BertEncoder
+
+FORMATS = ("tf2", "tf1", "model_garden", "hf")
+METADATA_FILE = "bert_checkpoint.json"
+GOOGLE_CONFIG = "bert_config.json"
+HF_CONFIG = "config.json"
+VOCAB_FILE = "vocab.txt"
+_TF2_PREFIX = "ckpt"
+
+
+@dataclasses.dataclass
+class BertCheckpoint:
+  """A loaded checkpoint: the config, the encoder with weights, and what is
+  known about its tokenizer; with `with_heads=True` also the pre-training
+  heads (`masked_lm` tied to the encoder's word embeddings, `next_sentence`)
+  when the checkpoint has them."""
+  config: BertConfig
+  encoder: BertEncoder
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+  masked_lm: Optional[MaskedLMHead] = None
+  next_sentence: Optional[ClassificationHead] = None
+  format: Optional[str] = None
+  ignored_variables: List[str] = dataclasses.field(default_factory=list)
+
+  @property
+  def has_heads(self) -> bool:
+    return self.masked_lm is not None and self.next_sentence is not None
+
+
+def build_pretraining_heads(encoder: BertEncoder):
+  """BERT's pre-training heads for `encoder`, built: (masked_lm, next_sentence)."""
+  config = encoder.config
+  masked_lm = MaskedLMHead(
+      vocab_size=config.vocab_size, activation=config.hidden_act,
+      initializer_range=config.initializer_range,
+      layer_norm_epsilon=config.layer_norm_epsilon,
+      embedding_table=encoder.get_embedding_table(), name="masked_lm")
+  next_sentence = ClassificationHead(
+      num_classes=2, dropout_rate=0.0,
+      initializer_range=config.initializer_range, name="next_sentence")
+  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
+  next_sentence(tf.zeros([1, config.hidden_size]))
+  return masked_lm, next_sentence
+
+
+# ------------------------------------------------------------------ detect
+def detect_format(path: str) -> str:
+  """Which format the checkpoint folder holds; CheckpointError if none."""
+  folder = _folder(path)
+  files = set(os.listdir(folder))
+  if METADATA_FILE in files:
+    return "tf2"
+  if hf.SAFETENSORS in files or hf.SAFETENSORS_INDEX in files:
+    return "hf"
+  hf.reject_pickles(folder)
+  if any(f.endswith(".index") for f in files) or "checkpoint" in files:
+    keys = _checkpoint_keys(tf1.find_prefix(folder))
+    if model_garden.is_model_garden(keys):
+      return "model_garden"
+    if any(k.startswith("bert/") for k in keys):
+      return "tf1"
+    raise CheckpointError(f"{folder}: a TF checkpoint, but neither "
+                          "google-research TF1 names (bert/...) nor a Model "
+                          "Garden encoder")
+  raise CheckpointError(
+      f"{folder}: unknown checkpoint format (found {', '.join(sorted(files)) or 'no files'}); "
+      f"expected {METADATA_FILE}, {hf.SAFETENSORS}, or bert_model.ckpt.index")
+
+
+def _folder(path: str) -> str:
+  if not os.path.exists(path):
+    raise CheckpointError(f"{path}: no such checkpoint folder")
+  if not os.path.isdir(path):
+    raise CheckpointError(f"{path}: expected a checkpoint folder, got a file")
+  return path
+
+
+def _checkpoint_keys(prefix):
+  try:
+    return list(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"{prefix}: cannot read checkpoint index: "
+                          f"{str(e).strip().splitlines()[0]}") from e
+
+
+# -------------------------------------------------------------------- load
+def load(path: str, *, with_heads: bool = False,
+         format: Optional[str] = None) -> BertCheckpoint:
+  """Loads a BERT checkpoint folder of any supported format.
+
+  Args:
+    path: the folder.
+    with_heads: also load the pre-training heads when the checkpoint has them.
+    format: one of FORMATS; None detects it.
+
+  Raises:
+    CheckpointError: missing folder/config, unknown format, unreadable file.
+    CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
+      or a vocab.txt whose size differs from config.vocab_size.
+  """
+  folder = _folder(path)
+  fmt = format or detect_format(folder)
+  if fmt not in FORMATS:
+    raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
+  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+  vocab_file = _checked_vocab(folder, config)
+  encoder = BertEncoder(config)
+  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
+                          do_lower_case=_do_lower_case(folder, fmt), format=fmt)
+  if fmt == "tf2":
+    _load_tf2(folder, result, with_heads)
+    return result
+
+  if fmt == "hf":
+    arrays = hf.read_tf1_arrays(folder)
+    source = os.path.join(folder, hf.SAFETENSORS)
+  else:
+    prefix = tf1.find_prefix(folder)
+    arrays = tf1.read_arrays(prefix)
+    source = prefix
+    if fmt == "model_garden":
+      arrays = model_garden.to_tf1(arrays, source)
+  has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
+  if with_heads and has_heads:
+    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
+  result.ignored_variables = mapping.assign_from_tf1(
+      arrays, encoder, result.masked_lm, result.next_sentence, source=source,
+      ignore_heads=not (with_heads and has_heads))
+  return result
+
+
+def _read_config(folder, name):
+  path = os.path.join(folder, name)
+  if not os.path.exists(path):
+    raise CheckpointError(f"{path}: config file not found")
+  return BertConfig.from_json_file(path)
+
+
+def _checked_vocab(folder, config):
+  path = os.path.join(folder, VOCAB_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    size = len(f.read().splitlines())
+  if size != config.vocab_size:
+    raise CheckpointMismatchError(
+        f"{path}: {size} tokens, but the config says vocab_size="
+        f"{config.vocab_size}; this vocab does not belong to this model")
+  return path
+
+
+def _do_lower_case(folder, fmt) -> Optional[bool]:
+  """From the checkpoint's metadata where known, else None."""
+  for name, key in ((METADATA_FILE, "do_lower_case"),
+                    ("tokenizer_config.json", "do_lower_case")):
+    path = os.path.join(folder, name)
+    if os.path.exists(path):
+      with open(path, encoding="utf-8") as f:
+        value = json.load(f).get(key)
+      if value is not None:
+        return bool(value)
+  if fmt in ("tf1", "model_garden"):
+    # google-research release folders say it in their name
+    # (uncased_L-12_H-768_A-12, cased_L-12_H-768_A-12).
+    base = os.path.basename(os.path.normpath(folder)).lower()
+    if "uncased" in base:
+      return True
+    if "cased" in base:
+      return False
+  return None
+
+
+def _tf2_objects(result):
+  objects = dict(encoder=result.encoder)
+  if result.masked_lm is not None:
+    objects.update(masked_lm=result.masked_lm,
+                   next_sentence=result.next_sentence)
+  return objects
+
+
+def _load_tf2(folder, result, with_heads):
+  with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as f:
+    meta = json.load(f)
+  prefix = os.path.join(folder, meta.get("checkpoint", _TF2_PREFIX))
+  # Heads in the file are restored either way (so every value is consumed)
+  # and dropped, recorded as ignored, when not asked for.
+  if meta.get("has_heads"):
+    result.masked_lm, result.next_sentence = build_pretraining_heads(
+        result.encoder)
+  try:
+    status = tf.train.Checkpoint(**_tf2_objects(result)).read(prefix)
+    status.assert_consumed()
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    raise CheckpointMismatchError(
+        f"{prefix}: does not match the model of {GOOGLE_CONFIG}: "
+        f"{str(e).strip().splitlines()[0]}") from e
+  if meta.get("has_heads") and not with_heads:
+    result.masked_lm = result.next_sentence = None
+    result.ignored_variables = ["masked_lm", "next_sentence"]
+
+
+# -------------------------------------------------------------------- save
+def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
+         format: str = "tf2", *, vocab_file: Optional[str] = None,
+         do_lower_case: Optional[bool] = None) -> str:
+  """Writes `obj` as a checkpoint folder at `path`; returns `path`.
+
+  Formats: "tf2" (ours), "tf1" (google-research names, loadable by its
+  `modeling.py`), "hf" (safetensors + config.json for `transformers`). The
+  pre-training heads are written when `obj` has them. The write is atomic: a
+  temp folder beside `path` is filled and then renamed, so an interrupted save
+  never leaves a half-written checkpoint where a good one was.
+  """
+  if isinstance(obj, BertEncoder):
+    obj = BertCheckpoint(config=obj.config, encoder=obj)
+  if format not in ("tf2", "tf1", "hf"):
+    raise CheckpointError(f"cannot write format {format!r}; use tf2, tf1 or hf")
+  vocab_file = vocab_file or obj.vocab_file
+  do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
+  if vocab_file is not None:
+    _checked_vocab_file(vocab_file, obj.config)
+  with _atomic_folder(path) as tmp:
+    if format == "tf2":
+      tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
+      obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
+      _write_json(os.path.join(tmp, METADATA_FILE), dict(
+          format="bert-tf2", version=1, checkpoint=_TF2_PREFIX,
+          has_heads=obj.masked_lm is not None, do_lower_case=do_lower_case))
+    else:
+      arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence)
+      if format == "tf1":
+        tf1.write_arrays(arrays, os.path.join(tmp, tf1.DEFAULT_PREFIX))
+        obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
+      else:
+        hf.write(arrays, tmp)
+        hf_config = obj.config.to_hf_dict()
+        if obj.masked_lm is not None:
+          hf_config["architectures"] = ["BertForPreTraining"]
+        _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
+        if do_lower_case is not None:
+          _write_json(os.path.join(tmp, "tokenizer_config.json"), dict(
+              do_lower_case=do_lower_case, tokenizer_class="BertTokenizer"))
+    if vocab_file is not None:
+      shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
+  return path
+
+
+def _checked_vocab_file(vocab_file, config):
+  with open(vocab_file, encoding="utf-8") as f:
+    size = len(f.read().splitlines())
+  if size != config.vocab_size:
+    raise CheckpointMismatchError(
+        f"{vocab_file}: {size} tokens, but the model has vocab_size="
+        f"{config.vocab_size}")
+
+
+def _write_json(path, d):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(d, f, indent=2, sort_keys=True)
+    f.write("\n")
+
+
+@contextlib.contextmanager
+def _atomic_folder(path):
+  """Yields a temp folder beside `path`; on success it replaces `path`."""
+  path = os.path.abspath(path)
+  parent = os.path.dirname(path)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=os.path.basename(path) + ".tmp-", dir=parent)
+  try:
+    yield tmp
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  old = None
+  if os.path.exists(path):
+    old = tempfile.mkdtemp(prefix=os.path.basename(path) + ".old-", dir=parent)
+    os.rmdir(old)
+    os.rename(path, old)
+  os.rename(tmp, path)
+  if old is not None:
+    shutil.rmtree(old, ignore_errors=True)
