@@ -14,6 +14,8 @@ import time
 from absl import app
 from absl import flags
 
+from bert.scripts import _cli
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "bert_tiny",
                     "BertConfig preset name, e.g. bert_tiny, bert_L4_H256, "
@@ -84,7 +86,7 @@ def main(argv):
 
 
 def run():
-  app.run(main)
+  _cli.run(main, __name__)
 
 
 if __name__ == "__main__":

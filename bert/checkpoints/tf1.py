@@ -34,7 +34,8 @@ def read_arrays(prefix: str) -> Dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(prefix)
     names = sorted(reader.get_variable_to_shape_map())
     return {n: reader.get_tensor(n) for n in names}
-  except (tf.errors.OpError, ValueError) as e:
+  except (tf.errors.OpError, ValueError, IndexError) as e:
+    # The reader raises IndexError when a .data file ends early.
     message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     raise CheckpointError(f"{prefix}: cannot read checkpoint (truncated or "
                           f"corrupted?): {message}") from e

@@ -1,0 +1,61 @@
+"""bert-convert: convert a BERT checkpoint folder between formats.
+
+  bert-convert --input=PATH --output=PATH --to=tf2|tf1|hf [--with_heads]
+
+The input format is detected (google-research TF1, Model Garden TF2, Hugging
+Face safetensors, or this library's TF2). Every weight is matched strictly;
+a mismatch stops with an error naming the variable, shapes and file. The
+output folder is written atomically (replaced only once complete).
+"""
+
+from absl import app
+from absl import flags
+
+from bert.scripts import _cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input", None, "Checkpoint folder to read.")
+flags.DEFINE_string("output", None, "Folder to write (replaced if it exists).")
+flags.DEFINE_enum("to", "tf2", ["tf2", "tf1", "hf"],
+                  "Output format: tf2 (this library), tf1 (google-research "
+                  "names), hf (Hugging Face safetensors + config.json).")
+flags.DEFINE_enum("from_format", None,
+                  ["tf2", "tf1", "model_garden", "hf"],
+                  "Input format; detected when not given.")
+flags.DEFINE_bool("with_heads", True,
+                  "Carry the pre-training heads (masked LM, next sentence) "
+                  "over when the input has them.")
+flags.DEFINE_bool("do_lower_case", None,
+                  "Record the tokenizer casing in the output when the input "
+                  "does not say it.")
+flags.mark_flags_as_required(["input", "output"])
+
+
+def main(argv):
+  del argv
+  from bert import checkpoints  # pylint: disable=g-import-not-at-top
+  try:
+    ckpt = checkpoints.load(FLAGS.input, with_heads=FLAGS.with_heads,
+                            format=FLAGS.from_format)
+  except checkpoints.CheckpointError as e:
+    raise app.UsageError(str(e)) from None
+  c = ckpt.config
+  print(f"Read {FLAGS.input} ({ckpt.format}): {c.num_hidden_layers} layers, "
+        f"hidden {c.hidden_size}, vocab {c.vocab_size}, "
+        f"heads {'yes' if ckpt.has_heads else 'no'}, "
+        f"do_lower_case {ckpt.do_lower_case}")
+  if ckpt.ignored_variables:
+    print(f"Ignored {len(ckpt.ignored_variables)} non-model variable(s): "
+          f"{', '.join(ckpt.ignored_variables[:8])}"
+          f"{' ...' if len(ckpt.ignored_variables) > 8 else ''}")
+  checkpoints.save(ckpt, FLAGS.output, format=FLAGS.to,
+                   do_lower_case=FLAGS.do_lower_case)
+  print(f"Wrote {FLAGS.output} ({FLAGS.to})")
+
+
+def run():
+  _cli.run(main, __name__)
+
+
+if __name__ == "__main__":
+  run()
