@@ -1,0 +1,229 @@
+"""`BertTokenizer`: raw strings -> WordPiece ids (and offsets), in-graph."""
+
+import os
+from typing import Dict, List
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+import tf_keras
+
+from bert.layers import _fast_path_data
+from bert.layers import _text_normalization as norm
+
+UNKNOWN_TOKEN = "[UNK]"
+MAX_CHARS_PER_WORD = 100
+# A word FastWordpiece cannot match: stands in for words longer than
+# MAX_CHARS_PER_WORD so they become one [UNK]. Private-use characters are
+# removed by normalisation, so no real word can collide with it.
+_UNMATCHABLE_WORD = "\ue000"
+
+
+def _character_class(ranges) -> str:
+  return "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}"
+                 for a, b in ranges)
+
+
+def _fast_path_pattern(lower_case: bool) -> str:
+  """RE2 pattern of texts made only of codepoints on which FastBertTokenizer
+  is proven identical to the reference (see _text_normalization.py)."""
+  unsafe = (_fast_path_data.UNSAFE_UNCASED if lower_case
+            else _fast_path_data.UNSAFE_CASED)
+  return ("[^" + _character_class(tuple(unsafe) + ((norm.TABLE_SIZE, 0x10FFFF),))
+          + "]*")
+
+
+# A run of 26+ characters that are neither ASCII whitespace nor ASCII
+# punctuation may hold a word over 100 bytes, where FastBertTokenizer's byte
+# limit and the reference's 100-character limit disagree.
+_LONG_RUN_PATTERN = "(?s).*[^\\s!-/:-@\\[-`{-~]{26,}.*"
+
+
+def read_vocab(vocab_file: str) -> List[str]:
+  """Tokens of a vocab.txt, one per line; id = line number."""
+  if not os.path.exists(vocab_file):
+    raise FileNotFoundError(f"vocab file {vocab_file} does not exist")
+  with open(vocab_file, "r", encoding="utf-8") as f:
+    vocab = [line.strip() for line in f.read().splitlines()]
+  seen = {}
+  for i, token in enumerate(vocab):
+    if token in seen:
+      raise ValueError(f"{vocab_file}:{i + 1}: token {token!r} repeats line "
+                       f"{seen[token] + 1}")
+    seen[token] = i
+  return vocab
+
+
+def _utf8_length(cps):
+  """Bytes of each codepoint in UTF-8."""
+  return (1 + tf.cast(cps >= 0x80, tf.int64) + tf.cast(cps >= 0x800, tf.int64)
+          + tf.cast(cps >= 0x10000, tf.int64))
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class BertTokenizer(tf_keras.layers.Layer):
+  """WordPiece tokenizer with the exact semantics of google-research BERT.
+
+  Input: string [batch]. Output: int32 ragged [batch, (tokens)] wordpiece
+  ids; with `tokenize_with_offsets=True`, also int64 ragged start and end
+  byte offsets of every wordpiece in the original UTF-8 string (end
+  exclusive), so `text[start:end]` is the text the wordpiece covers.
+
+  How: normalisation (cleaning, CJK split, lowercasing with accent stripping
+  when `lower_case`, punctuation split) runs as one gather from a
+  per-codepoint table (see `_text_normalization.py`) that reproduces the
+  reference exactly; words are then split on spaces and matched by
+  `tensorflow_text.FastWordpieceTokenizer` (linear-time WordPiece, C++),
+  greedy longest-match-first with "##" continuations. Words longer than 100
+  characters become [UNK]. Invalid UTF-8 bytes are dropped (decoded to U+FFFD,
+  which the reference removes).
+
+  `FastBertTokenizer`'s own normaliser is not used: it case-folds with
+  compatibility mappings ("ß" -> "ss", "½" -> "1⁄2") where the reference
+  lowercases, which changes ids on ~0.1% of real sentences.
+  """
+
+  def __init__(self, vocab_file: str, lower_case: bool = True,
+               tokenize_with_offsets: bool = False, fast_path: bool = True,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.vocab_file = vocab_file
+    self.lower_case = bool(lower_case)
+    self.tokenize_with_offsets = tokenize_with_offsets
+    self.fast_path = fast_path
+    self._vocab = read_vocab(vocab_file)
+    for token in (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]"):
+      if token not in self._vocab:
+        raise ValueError(f"vocab file {vocab_file} has no {token} token")
+    self._table = tf.constant(norm.codepoint_table(self.lower_case))
+    self._wordpiece = tf_text.FastWordpieceTokenizer(
+        vocab=self._vocab, suffix_indicator="##",
+        # Length is limited in characters below; 4 bytes per character here.
+        max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
+        token_out_type=tf.int32, unknown_token=UNKNOWN_TOKEN,
+        no_pretokenization=True)
+    self._fast = None
+    if fast_path:
+      self._fast_pattern = _fast_path_pattern(self.lower_case)
+      self._fast = tf_text.FastBertTokenizer(
+          vocab=self._vocab, suffix_indicator="##", max_bytes_per_word=100,
+          token_out_type=tf.int32, unknown_token=UNKNOWN_TOKEN,
+          lower_case_nfd_strip_accents=self.lower_case)
+
+  # ----------------------------------------------------------- vocabulary
+  @property
+  def vocab(self) -> List[str]:
+    return list(self._vocab)
+
+  @property
+  def vocab_size(self) -> int:
+    return len(self._vocab)
+
+  def get_special_tokens_dict(self) -> Dict[str, int]:
+    """Ids of the special tokens, with the names TF Hub preprocessors use."""
+    ids = dict(
+        padding_id=self._vocab.index("[PAD]"),
+        start_of_sequence_id=self._vocab.index("[CLS]"),
+        end_of_segment_id=self._vocab.index("[SEP]"),
+        unknown_id=self._vocab.index(UNKNOWN_TOKEN),
+        vocab_size=len(self._vocab))
+    if "[MASK]" in self._vocab:
+      ids["mask_id"] = self._vocab.index("[MASK]")
+    return ids
+
+  # ------------------------------------------------------------- tokenize
+  def call(self, inputs):
+    return self.tokenize(inputs, with_offsets=self.tokenize_with_offsets)
+
+  def tokenize(self, texts, with_offsets: bool = False):
+    """string [batch] -> ids [batch, (tokens)] (+ start, end offsets)."""
+    texts = tf.convert_to_tensor(texts, dtype=tf.string)
+    if texts.shape.rank != 1:
+      raise ValueError(f"BertTokenizer expects a 1-D batch of strings, got "
+                       f"shape {texts.shape}")
+    if self._fast is None:
+      return self._tokenize_exact(texts, with_offsets)
+    # Texts made only of characters on which FastBertTokenizer is proven
+    # identical (nearly all real text) take its faster C++ path; the rest
+    # take the exact path. Results are put back in input order.
+    fast = tf.logical_and(
+        tf.strings.regex_full_match(texts, self._fast_pattern),
+        tf.logical_not(tf.strings.regex_full_match(texts, _LONG_RUN_PATTERN)))
+    index = tf.range(tf.shape(texts, out_type=tf.int64)[0])
+    fast_index = tf.boolean_mask(index, fast)
+    exact_index = tf.boolean_mask(index, tf.logical_not(fast))
+    fast_texts = tf.gather(texts, fast_index)
+    exact_out = self._tokenize_exact(tf.gather(texts, exact_index), with_offsets)
+    if with_offsets:
+      fast_out = self._fast.tokenize_with_offsets(fast_texts)
+    else:
+      fast_out = (self._fast.tokenize(fast_texts),)
+      exact_out = (exact_out,)
+    order = tf.math.invert_permutation(tf.concat([fast_index, exact_index], 0))
+    merged = tuple(tf.gather(tf.concat([f, e], axis=0), order)
+                   for f, e in zip(fast_out, exact_out))
+    return merged if with_offsets else merged[0]
+
+  def _tokenize_exact(self, texts, with_offsets):
+    """The table-driven path; exact on any input."""
+    # [batch, (chars)] codepoints and their byte offsets in the input.
+    cps, cp_starts = tf.strings.unicode_decode_with_offsets(
+        texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
+    flat = cps.flat_values
+    in_table = flat < norm.TABLE_SIZE
+    # [chars, 3] output codepoints, -1 = none.
+    out = tf.gather(self._table, tf.where(in_table, flat, 0))
+    out = tf.where(in_table[:, tf.newaxis], out, -1)
+    keep = out >= 0
+    counts = tf.reduce_sum(tf.cast(keep, tf.int64), axis=1)
+    norm_flat = tf.boolean_mask(out, keep)
+    row_lengths = tf.math.unsorted_segment_sum(
+        counts, cps.value_rowids(), cps.nrows())
+    norm_cps = tf.RaggedTensor.from_row_lengths(norm_flat, row_lengths)
+    normalized = tf.strings.unicode_encode(norm_cps, "UTF-8")
+
+    # Words: maximal runs of non-spaces (punctuation is already spaced out).
+    words, word_starts, word_ends = tf_text.regex_split_with_offsets(
+        normalized, " +")
+    too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") \
+        > MAX_CHARS_PER_WORD
+    words = words.with_flat_values(
+        tf.where(too_long, _UNMATCHABLE_WORD, words.flat_values))
+    if not with_offsets:
+      return self._wordpiece.tokenize(words).merge_dims(1, 2)
+    ids, piece_starts, piece_ends = self._wordpiece.tokenize_with_offsets(words)
+
+    # Offsets in the normalised string, then back to the input string.
+    word_of_piece = ids.values.value_rowids()              # [pieces]
+    row_of_word = ids.value_rowids()                        # [words]
+    starts = tf.gather(word_starts.flat_values, word_of_piece) \
+        + piece_starts.flat_values
+    ends = tf.where(tf.gather(too_long, word_of_piece),
+                    tf.gather(word_ends.flat_values, word_of_piece),
+                    tf.gather(word_starts.flat_values, word_of_piece)
+                    + piece_ends.flat_values)
+    # Byte offset of every normalised codepoint, over the whole batch.
+    norm_bytes = _utf8_length(norm_flat)
+    norm_offsets = tf.math.cumsum(norm_bytes, exclusive=True)
+    row_bytes = tf.math.unsorted_segment_sum(
+        norm_bytes, norm_cps.value_rowids(), norm_cps.nrows())
+    row_base = tf.gather(tf.math.cumsum(row_bytes, exclusive=True),
+                         tf.gather(row_of_word, word_of_piece))
+    first = tf.searchsorted(norm_offsets, starts + row_base, side="left")
+    last = tf.searchsorted(norm_offsets, ends + row_base, side="left") - 1
+    # The input codepoint each normalised codepoint came from.
+    source = tf.repeat(tf.range(tf.size(flat, out_type=tf.int64)), counts)
+    first_src = tf.gather(source, first)
+    last_src = tf.gather(source, last)
+    start_offsets = tf.gather(cp_starts.flat_values, first_src)
+    end_offsets = tf.gather(cp_starts.flat_values, last_src) \
+        + _utf8_length(tf.gather(flat, last_src))
+    ids = ids.merge_dims(1, 2)
+    return (ids, ids.with_flat_values(start_offsets),
+            ids.with_flat_values(end_offsets))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocab_file=self.vocab_file, lower_case=self.lower_case,
+                  tokenize_with_offsets=self.tokenize_with_offsets,
+                  fast_path=self.fast_path)
+    return config
