@@ -21,6 +21,7 @@ import tempfile
 from typing import List, Optional, Union
 
 import tensorflow as tf
+from absl import logging
 
 from bert.checkpoints import hf
 from bert.checkpoints import mapping
@@ -259,6 +260,18 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     obj = BertCheckpoint(config=obj.config, encoder=obj)
   if format not in ("tf2", "tf1", "hf"):
     raise CheckpointError(f"cannot write format {format!r}; use tf2, tf1 or hf")
+  if (obj.masked_lm is None) != (obj.next_sentence is None):
+    raise CheckpointError("save: give both pre-training heads (masked_lm and "
+                          "next_sentence) or neither")
+  if obj.masked_lm is not None and obj.masked_lm.embedding_table is None:
+    raise CheckpointError("save: the masked-LM head is not tied to the word "
+                          "embeddings; BERT checkpoint formats store only tied "
+                          "heads")
+  if format == "tf1" and obj.config.hidden_act not in ("gelu", "relu", "tanh",
+                                                       "linear"):
+    logging.warning(
+        "hidden_act=%r is not understood by google-research modeling.py; the "
+        "TF1 checkpoint loads here but not there", obj.config.hidden_act)
   vocab_file = vocab_file or obj.vocab_file
   do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
   if vocab_file is not None:
@@ -308,13 +321,29 @@ def _write_json(path, d):
     f.write("\n")
 
 
+def _replaceable(path) -> bool:
+  """An existing folder may be replaced only if it is empty or a checkpoint
+  folder (never, say, a home directory given by mistake)."""
+  if not os.path.isdir(path):
+    return False
+  files = set(os.listdir(path))
+  return not files or METADATA_FILE in files
+
+
 @contextlib.contextmanager
 def _atomic_folder(path):
   """Yields a temp folder beside `path`; on success it replaces `path`."""
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
+  if os.path.exists(path) and not _replaceable(path):
+    raise CheckpointError(
+        f"{path}: exists and is not a checkpoint folder written here; refusing "
+        "to replace it (choose an empty or new folder)")
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=os.path.basename(path) + ".tmp-", dir=parent)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700)
   try:
     yield tmp
   except BaseException:

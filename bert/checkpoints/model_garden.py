@@ -17,7 +17,7 @@ from typing import Dict
 
 import numpy as np
 
-from bert.checkpoints.errors import CheckpointError
+from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 
 _SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -67,8 +67,8 @@ def _flatten(name, value):
 def to_tf1(arrays: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
   """{object key: array} -> {TF1 name: array}.
 
-  Keys that fit neither layout are passed through under their own name so
-  the strict assignment reports them as unexpected.
+  Keys that fit neither layout, and optimizer slots, are passed through under
+  their own name, so the strict assignment reports or ignores them by name.
   """
   roots = {k.split("/", 1)[0] for k in arrays if k.endswith(_SUFFIX)
            and ("/layer_with_weights-" in k or "/_transformer_layers/" in k)}
@@ -77,9 +77,10 @@ def to_tf1(arrays: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
                           f"{sorted(roots) or 'none'}")
   root = roots.pop()
   out: Dict[str, np.ndarray] = {}
-  functional = {}
+  functional: Dict[int, Dict[str, np.ndarray]] = {}
   for key, value in arrays.items():
-    if not key.startswith(root + "/") or not key.endswith(_SUFFIX):
+    if (not key.startswith(root + "/") or not key.endswith(_SUFFIX)
+        or "/.OPTIMIZER_SLOT/" in key):
       out[key] = value
       continue
     path = key[len(root) + 1:-len(_SUFFIX)]
@@ -96,38 +97,53 @@ def to_tf1(arrays: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
     else:
       out[key] = value
   if functional:
-    out.update(_functional_to_tf1(functional, source))
+    out.update(_functional_to_tf1(functional, f"{root}/", source))
   return out
 
 
-def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], source: str):
-  """Functional layout: layers in creation order (see module docstring)."""
+def _take(layers, index, names, source):
+  """Removes and returns the first of `names` present in layer `index`."""
+  for name in names:
+    if name in layers[index]:
+      return layers[index].pop(name)
+  raise CheckpointMismatchError(
+      f"{source}: missing variable layer_with_weights-{index}/{names[0]}")
+
+
+def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], root: str,
+                       source: str):
+  """Functional layout: layers in creation order (see module docstring).
+  Sub-keys that no rule consumes are returned under their own key."""
   order = sorted(layers)
   if order != list(range(len(order))) or len(order) < 6:
     raise CheckpointError(f"{source}: unexpected Model Garden layout "
                           f"(layer_with_weights indices {order})")
   out = {
-      "bert/embeddings/word_embeddings": layers[0]["embeddings"],
-      "bert/embeddings/position_embeddings": layers[1]["_position_embeddings"]
-      if "_position_embeddings" in layers[1] else layers[1]["embeddings"],
-      "bert/embeddings/token_type_embeddings": layers[2]["embeddings"],
-      "bert/embeddings/LayerNorm/gamma": layers[3]["gamma"],
-      "bert/embeddings/LayerNorm/beta": layers[3]["beta"],
+      "bert/embeddings/word_embeddings": _take(layers, 0, ["embeddings"], source),
+      "bert/embeddings/position_embeddings": _take(
+          layers, 1, ["_position_embeddings", "embeddings"], source),
+      "bert/embeddings/token_type_embeddings": _take(
+          layers, 2, ["embeddings"], source),
+      "bert/embeddings/LayerNorm/gamma": _take(layers, 3, ["gamma"], source),
+      "bert/embeddings/LayerNorm/beta": _take(layers, 3, ["beta"], source),
   }
   rest = order[4:]
   if not any(k.startswith("_attention_layer") for k in layers[rest[0]]):
-    out["bert/encoder/embedding_hidden_mapping_in/kernel"] = layers[rest[0]]["kernel"]
-    out["bert/encoder/embedding_hidden_mapping_in/bias"] = layers[rest[0]]["bias"]
+    out["bert/encoder/embedding_hidden_mapping_in/kernel"] = _take(
+        layers, rest[0], ["kernel"], source)
+    out["bert/encoder/embedding_hidden_mapping_in/bias"] = _take(
+        layers, rest[0], ["bias"], source)
     rest = rest[1:]
   *blocks, pooler = rest
   for i, index in enumerate(blocks):
-    for path, value in layers[index].items():
+    for path in list(layers[index]):
       sub, _, leaf = path.rpartition("/")
-      if sub not in _BLOCK:
-        raise CheckpointError(f"{source}: unexpected variable "
-                              f"layer_with_weights-{index}/{path}")
-      name = f"bert/encoder/layer_{i}/{_BLOCK[sub]}/{leaf}"
-      out[name] = _flatten(name, value)
-  out["bert/pooler/dense/kernel"] = layers[pooler]["kernel"]
-  out["bert/pooler/dense/bias"] = layers[pooler]["bias"]
+      if sub in _BLOCK:
+        name = f"bert/encoder/layer_{i}/{_BLOCK[sub]}/{leaf}"
+        out[name] = _flatten(name, layers[index].pop(path))
+  out["bert/pooler/dense/kernel"] = _take(layers, pooler, ["kernel"], source)
+  out["bert/pooler/dense/bias"] = _take(layers, pooler, ["bias"], source)
+  for index, left in layers.items():
+    for path, value in left.items():
+      out[f"{root}layer_with_weights-{index}/{path}{_SUFFIX}"] = value
   return out

@@ -28,7 +28,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
   by far the largest matmul, runs on ~15% of the tokens instead of all.
 
   Inputs: sequence_output [batch, seq, hidden], masked_lm_positions int
-  [batch, P]. Output: logits [batch, P, vocab].
+  [batch, P]. Output: float32 logits [batch, P, vocab].
 
   `get_config` leaves the table out: whoever ties the head (the pre-training
   model) passes it again when rebuilding.
@@ -82,9 +82,11 @@ class MaskedLMHead(tf_keras.layers.Layer):
     x = tf.cast(self.layer_norm(x), self.compute_dtype)          # [b, P, width]
     table = (self.embedding_table if self.embedding_table is not None
              else self.output_weights)
-    table = tf.cast(table, self.compute_dtype)
-    logits = tf.einsum("bpw,vw->bpv", x, table)                   # [b, P, vocab]
-    return logits + tf.cast(self.output_bias, self.compute_dtype)
+    # The vocab projection runs in float32 (it is small: masked positions
+    # only) so the softmax over 30k ids is not computed from bf16 logits.
+    logits = tf.einsum("bpw,vw->bpv", tf.cast(x, tf.float32),
+                       tf.cast(table, tf.float32))              # [b, P, vocab]
+    return logits + tf.cast(self.output_bias, tf.float32)
 
   def get_config(self):
     config = super().get_config()

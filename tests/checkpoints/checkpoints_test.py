@@ -144,6 +144,9 @@ def test_hf_pretraining_heads_round_trip(tmp_path):
       intermediate_size=64, max_position_embeddings=40)
   torch.manual_seed(0)
   hf_model = transformers.BertForPreTraining(hf_config).eval()
+  with torch.no_grad():  # random biases and LayerNorms too, not HF's 0 / 1
+    for p in hf_model.parameters():
+      p.add_(0.05 * torch.randn_like(p))
   hf_model.save_pretrained(str(tmp_path / "src"), safe_serialization=True)
   ours = checkpoints.load(str(tmp_path / "src"), with_heads=True)
   assert ours.has_heads
@@ -198,7 +201,9 @@ def test_model_garden_tf2_to_ours(tmp_path, v2, embedding_size):
   inputs = random_inputs(2, 11)
   if v2:
     theirs(inputs)  # a Layer: builds its weights on first call
-  randomise([w for w in theirs.weights if "gamma" in w.name or "beta" in w.name], 3)
+  # Every weight random (biases and LayerNorms too), so each one's mapping
+  # and reshape is checked.
+  randomise(theirs.weights, 3)
   expected = (theirs(inputs, training=False) if v2 else
               theirs([inputs["input_word_ids"], inputs["input_mask"],
                       inputs["input_type_ids"]], training=False))
@@ -374,3 +379,66 @@ def test_cli_converts_minilm_to_each_format_and_back(tmp_path):
     src = dst
   bad = run_cli(f"--input={tmp_path / 'missing'}", f"--output={tmp_path / 'x'}")
   assert bad.returncode != 0 and "no such checkpoint folder" in bad.stderr
+
+
+def test_hf_and_model_garden_mismatches_are_named(tmp_path):
+  from safetensors.numpy import load_file, save_file
+  src = checkpoints.load(minilm_dir())
+  checkpoints.save(src, str(tmp_path / "hf"), format="hf")
+  path = str(tmp_path / "hf" / "model.safetensors")
+  tensors = load_file(path)
+  tensors["encoder.layer.2.output.dense.weight"] = np.zeros((384, 100), np.float32)
+  tensors["encoder.layer.9.output.dense.bias"] = np.zeros((384,), np.float32)
+  save_file(tensors, path, metadata={"format": "pt"})
+  with pytest.raises(checkpoints.CheckpointMismatchError) as e:
+    checkpoints.load(str(tmp_path / "hf"))
+  one_line_error(e, "model.safetensors",
+                 "bert/encoder/layer_2/output/dense/kernel",
+                 "expected shape [1536, 384], found [100, 384]",
+                 "unexpected variable(s): bert/encoder/layer_9/output/dense/bias")
+
+  config = small_config()
+  theirs = tfm_encoder(config)
+  extra = tf.Variable(tf.zeros([3]))
+  theirs.pooler_layer.extra = extra   # an extra tracked variable
+  tf.train.Checkpoint(encoder=theirs).write(str(tmp_path / "mg" / "bert_model.ckpt"))
+  config.to_json_file(str(tmp_path / "mg" / "bert_config.json"))
+  with pytest.raises(checkpoints.CheckpointMismatchError) as e:
+    checkpoints.load(str(tmp_path / "mg"))
+  one_line_error(e, "unexpected variable", "extra")
+
+
+def test_tf2_mismatch_is_named(tmp_path):
+  checkpoints.save(BertEncoder(small_config()), str(tmp_path / "tf2"))
+  small_config(num_hidden_layers=3).to_json_file(
+      str(tmp_path / "tf2" / "bert_config.json"))
+  with pytest.raises(checkpoints.CheckpointMismatchError) as e:
+    checkpoints.load(str(tmp_path / "tf2"))
+  one_line_error(e, str(tmp_path / "tf2" / "ckpt"), "does not match")
+
+
+def test_save_refuses_to_replace_other_folders(tmp_path):
+  notes = tmp_path / "project"
+  notes.mkdir()
+  (notes / "my_notes.txt").write_text("keep me")
+  with pytest.raises(checkpoints.CheckpointError) as e:
+    checkpoints.save(BertEncoder(small_config()), str(notes))
+  one_line_error(e, "refusing to replace")
+  assert (notes / "my_notes.txt").read_text() == "keep me"
+
+
+def test_save_rejects_partial_or_untied_heads(tmp_path):
+  ckpt = with_heads(small_config())
+  half = checkpoints.BertCheckpoint(config=ckpt.config, encoder=ckpt.encoder,
+                                    masked_lm=ckpt.masked_lm)
+  with pytest.raises(checkpoints.CheckpointError, match="both pre-training heads"):
+    checkpoints.save(half, str(tmp_path / "a"), format="tf1")
+  from bert.layers import MaskedLMHead
+  untied = MaskedLMHead(vocab_size=100)
+  untied(tf.zeros([1, 1, 64]), tf.zeros([1, 1], tf.int32))
+  bad = checkpoints.BertCheckpoint(config=ckpt.config, encoder=ckpt.encoder,
+                                   masked_lm=untied,
+                                   next_sentence=ckpt.next_sentence)
+  with pytest.raises(checkpoints.CheckpointError, match="not tied"):
+    checkpoints.save(bad, str(tmp_path / "b"), format="tf1")
+  assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

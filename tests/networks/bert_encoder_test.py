@@ -103,6 +103,25 @@ def test_mixed_bfloat16_close_to_float32():
                       expected["pooled_output"]) < 0.05
 
 
+def test_mixed_float16_dtypes_and_float32_head_outputs():
+  from bert.checkpoints import build_pretraining_heads
+  config = small_config()
+  fp32 = BertEncoder(config)
+  inputs = random_inputs(2, 12)
+  expected = fp32(inputs)["sequence_output"]
+  tf_keras.mixed_precision.set_global_policy("mixed_float16")
+  fp16 = BertEncoder(config)
+  fp16.set_weights(fp32.get_weights())
+  out = fp16(inputs)
+  assert out["sequence_output"].dtype == tf.float16
+  assert fp16.embedding_layer.word_embeddings.dtype == tf.float32  # master weights
+  assert max_abs_diff(tf.cast(out["sequence_output"], tf.float32), expected) < 0.02
+  masked_lm, next_sentence = build_pretraining_heads(fp16)
+  logits = masked_lm(out["sequence_output"], tf.constant([[1, 2], [0, 3]]))
+  assert logits.dtype == tf.float32
+  assert next_sentence(out["pooled_output"]).dtype == tf.float32
+
+
 def test_xla_matches_eager():
   encoder = BertEncoder(small_config())
   inputs = random_inputs(3, 11)
