@@ -2,6 +2,8 @@
 
 from bert.layers.activations import gelu, gelu_exact, get_activation
 from bert.layers.bert_embedding import BertEmbedding
+from bert.layers.bert_pack_inputs import BertPackInputs
+from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.fused_self_attention import FusedSelfAttention
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
@@ -10,7 +12,7 @@ from bert.layers.span_head import SpanHead
 from bert.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
-    "BertEmbedding", "ClassificationHead", "FusedSelfAttention", "MaskedLMHead",
+    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead", "FusedSelfAttention", "MaskedLMHead",
     "SelfAttentionMask", "SpanHead", "TransformerEncoderBlock", "gather_positions",
     "gelu", "gelu_exact", "get_activation",
 ]

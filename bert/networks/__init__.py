@@ -1,6 +1,8 @@
 """Networks composed of `bert.layers`: encoders that later models wrap."""
 
 from bert.networks.bert_encoder import BertEncoder, scaffold_kwargs
+from bert.networks.bert_preprocessor import make_preprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
 
-__all__ = ["BertEncoder", "EncoderScaffold", "scaffold_kwargs"]
+__all__ = ["BertEncoder", "EncoderScaffold", "make_preprocessor",
+           "scaffold_kwargs"]

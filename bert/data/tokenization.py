@@ -1,0 +1,85 @@
+"""Offline tokenization for data preparation, with the in-graph layer's ids.
+
+`Tokenizer` runs `bert.layers.BertTokenizer` as a compiled tf.function over
+batches and returns NumPy arrays, so data creation scripts and exported
+models can never disagree about ids.
+"""
+
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from bert.layers.bert_tokenizer import BertTokenizer
+
+
+def _split_rows(ragged) -> List[np.ndarray]:
+  values = ragged.flat_values.numpy()
+  splits = ragged.row_splits.numpy()
+  return [values[splits[i]:splits[i + 1]] for i in range(len(splits) - 1)]
+
+
+class Tokenizer:
+  """WordPiece tokenizer for Python-side data preparation.
+
+  Example:
+    tok = Tokenizer("vocab.txt", lower_case=True)
+    tok.tokenize(["Hello, world!"])           # [array([7592, 1010, 2088, 999])]
+    tok.convert_ids_to_tokens([7592, 1010])   # ['hello', ',']
+  """
+
+  def __init__(self, vocab_file: str, lower_case: bool = True,
+               batch_size: int = 4096):
+    self.layer = BertTokenizer(vocab_file, lower_case=lower_case)
+    self.batch_size = batch_size
+    self.vocab = self.layer.vocab
+    self._ids = {token: i for i, token in enumerate(self.vocab)}
+    spec = [tf.TensorSpec([None], tf.string)]
+    self._tokenize = tf.function(
+        lambda t: self.layer.tokenize(t), input_signature=spec)
+    self._tokenize_with_offsets = tf.function(
+        lambda t: self.layer.tokenize(t, with_offsets=True), input_signature=spec)
+
+  @property
+  def lower_case(self) -> bool:
+    return self.layer.lower_case
+
+  def get_special_tokens_dict(self):
+    return self.layer.get_special_tokens_dict()
+
+  def _batches(self, texts: Sequence[str]) -> Iterable[tf.Tensor]:
+    for i in range(0, len(texts), self.batch_size):
+      yield tf.constant(list(texts[i:i + self.batch_size]), tf.string)
+
+  def tokenize(self, texts: Sequence[str]) -> List[np.ndarray]:
+    """Wordpiece ids (int32) of each text."""
+    out = []
+    for batch in self._batches(texts):
+      out += _split_rows(self._tokenize(batch))
+    return out
+
+  def tokenize_with_offsets(
+      self, texts: Sequence[str]
+  ) -> List[Tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(ids, start, end) of each text; offsets are UTF-8 byte offsets."""
+    out = []
+    for batch in self._batches(texts):
+      ids, starts, ends = self._tokenize_with_offsets(batch)
+      out += list(zip(_split_rows(ids), _split_rows(starts), _split_rows(ends)))
+    return out
+
+  def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
+    return [self.vocab[int(i)] for i in ids]
+
+  def convert_tokens_to_ids(self, tokens: Iterable[str],
+                            unknown: Optional[str] = "[UNK]") -> List[int]:
+    unk = self._ids.get(unknown) if unknown is not None else None
+    out = []
+    for token in tokens:
+      if token in self._ids:
+        out.append(self._ids[token])
+      elif unk is not None:
+        out.append(unk)
+      else:
+        raise KeyError(f"token {token!r} is not in the vocab")
+    return out

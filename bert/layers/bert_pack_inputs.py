@@ -1,0 +1,103 @@
+"""`BertPackInputs`: tokenized segments -> fixed-length BERT inputs."""
+
+from typing import Dict, Optional
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+import tf_keras
+
+
+def truncation_lengths(lengths, budget):
+  """How many tokens of each segment to keep, as the reference truncates.
+
+  google-research `truncate_seq_pair` removes one token at a time from the
+  end of the longer segment (the second one on ties) until the total fits.
+  The closed form: cap every segment at the largest T with
+  sum(min(length, T)) <= budget, then give the tokens still free to the
+  earliest capped segments, one each.
+
+  Args:
+    lengths: int [batch, segments].
+    budget: int scalar, tokens available for all segments together.
+  Returns:
+    int [batch, segments].
+  """
+  lengths = tf.cast(lengths, tf.int64)
+  budget = tf.cast(budget, tf.int64)
+  k = lengths.shape[-1]
+  ascending = tf.sort(lengths, axis=-1)
+  prefix = tf.math.cumsum(ascending, axis=-1, exclusive=True)
+  cap = tf.zeros_like(lengths[:, 0])
+  for j in range(k):
+    # If segments j.. are the capped ones: sum = prefix_j + (k - j) * T.
+    t_j = tf.math.floordiv(budget - prefix[:, j], k - j)
+    floor_j = ascending[:, j - 1] if j else tf.zeros_like(t_j)
+    cap = tf.where(t_j >= floor_j, tf.maximum(cap, tf.minimum(t_j, ascending[:, j])), cap)
+  capped = tf.minimum(lengths, cap[:, tf.newaxis])
+  spare = budget - tf.reduce_sum(capped, axis=-1, keepdims=True)
+  over = lengths > cap[:, tf.newaxis]
+  rank = tf.math.cumsum(tf.cast(over, tf.int64), axis=-1)
+  return capped + tf.cast(over & (rank <= spare), tf.int64)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class BertPackInputs(tf_keras.layers.Layer):
+  """Packs 1..n tokenized segments as `[CLS] a [SEP] b [SEP] ...`.
+
+  Inputs: a list of int ragged segments, each [batch, (tokens)] or
+  [batch, (words), (pieces)] (merged). Outputs a dict of int32
+  [batch, seq_length] tensors: `input_word_ids`, `input_mask` (1 = real
+  token) and `input_type_ids` (segment index). Segments that do not fit are
+  truncated from the end, longest first, as the reference does.
+  """
+
+  def __init__(self, seq_length: int,
+               special_tokens_dict: Optional[Dict[str, int]] = None,
+               start_of_sequence_id: Optional[int] = None,
+               end_of_segment_id: Optional[int] = None,
+               padding_id: Optional[int] = None, **kwargs):
+    super().__init__(**kwargs)
+    special = dict(special_tokens_dict or {})
+    self.seq_length = int(seq_length)
+    self.start_of_sequence_id = int(
+        start_of_sequence_id if start_of_sequence_id is not None
+        else special["start_of_sequence_id"])
+    self.end_of_segment_id = int(
+        end_of_segment_id if end_of_segment_id is not None
+        else special["end_of_segment_id"])
+    self.padding_id = int(padding_id if padding_id is not None
+                          else special.get("padding_id", 0))
+
+  def call(self, inputs, seq_length=None):
+    segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    seq_length = self.seq_length if seq_length is None else seq_length
+    segments = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s
+                for s in segments]
+    segments = [tf.cast(s, tf.int32) for s in segments]
+    # Room for the segments: seq_length minus [CLS] and one [SEP] each.
+    budget = tf.cast(seq_length, tf.int64) - (len(segments) + 1)
+    tf.debugging.assert_non_negative(
+        budget, message=f"seq_length is too short for {len(segments)} segments")
+    lengths = tf.stack([s.row_lengths() for s in segments], axis=1)
+    keep = truncation_lengths(lengths, budget)
+    trimmed = [
+        tf.ragged.boolean_mask(
+            s, tf.ragged.range(s.row_lengths()) < keep[:, i:i + 1])
+        for i, s in enumerate(segments)]
+    ids, type_ids = tf_text.combine_segments(
+        trimmed, start_of_sequence_id=self.start_of_sequence_id,
+        end_of_segment_id=self.end_of_segment_id)
+    word_ids, mask = tf_text.pad_model_inputs(
+        ids, max_seq_length=seq_length, pad_value=self.padding_id)
+    type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
+    return dict(input_word_ids=tf.cast(word_ids, tf.int32),
+                input_mask=tf.cast(mask, tf.int32),
+                input_type_ids=tf.cast(type_ids, tf.int32))
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(seq_length=self.seq_length,
+                  start_of_sequence_id=self.start_of_sequence_id,
+                  end_of_segment_id=self.end_of_segment_id,
+                  padding_id=self.padding_id)
+    return config
