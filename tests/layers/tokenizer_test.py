@@ -294,3 +294,13 @@ def test_fast_path_data_is_current():
   from bert.layers import _fast_path_data
   assert tuple(norm.fast_path_unsafe_codepoints(True)) == _fast_path_data.UNSAFE_UNCASED
   assert tuple(norm.fast_path_unsafe_codepoints(False)) == _fast_path_data.UNSAFE_CASED
+
+
+def test_casing_comes_from_the_checkpoint(tmp_path):
+  from bert import checkpoints
+  ckpt = checkpoints.load(minilm_dir())
+  assert BertTokenizer.from_checkpoint(ckpt).lower_case is True
+  assert BertTokenizer.from_checkpoint(ckpt, lower_case=False).lower_case is False
+  ckpt.do_lower_case = None
+  with pytest.raises(ValueError, match="pass lower_case"):
+    BertTokenizer.from_checkpoint(ckpt)
