@@ -48,8 +48,15 @@ def main(argv):
     print(f"Ignored {len(ckpt.ignored_variables)} non-model variable(s): "
           f"{', '.join(ckpt.ignored_variables[:8])}"
           f"{' ...' if len(ckpt.ignored_variables) > 8 else ''}")
+  do_lower_case = ckpt.do_lower_case
+  if FLAGS.do_lower_case is not None:
+    if do_lower_case is not None and do_lower_case != FLAGS.do_lower_case:
+      raise app.UsageError(
+          f"--do_lower_case={FLAGS.do_lower_case} contradicts the input, "
+          f"which says do_lower_case={do_lower_case}")
+    do_lower_case = FLAGS.do_lower_case
   checkpoints.save(ckpt, FLAGS.output, format=FLAGS.to,
-                   do_lower_case=FLAGS.do_lower_case)
+                   do_lower_case=do_lower_case)
   print(f"Wrote {FLAGS.output} ({FLAGS.to})")
 
 

@@ -167,6 +167,10 @@ def test_hf_pretraining_heads_round_trip(tmp_path):
     again = back(**args)
   assert max_abs_diff(again.prediction_logits, ref.prediction_logits) <= 1e-5
   assert max_abs_diff(again.seq_relationship_logits, ref.seq_relationship_logits) <= 1e-5
+  # HF (with heads) -> TF1 -> ours keeps the heads too.
+  checkpoints.save(ours, str(tmp_path / "tf1"), format="tf1")
+  via_tf1 = checkpoints.load(str(tmp_path / "tf1"), with_heads=True)
+  assert_same(got, outputs(via_tf1, inputs), tol=0.0)
 
 
 def test_hf_tf1_ours(tmp_path):
@@ -377,6 +381,10 @@ def test_cli_converts_minilm_to_each_format_and_back(tmp_path):
     assert loaded.format == fmt and loaded.do_lower_case is True
     assert_same(expected, outputs(loaded, inputs), tol=0.0)
     src = dst
+  contradiction = run_cli(f"--input={src}", f"--output={tmp_path / 'y'}",
+                          "--do_lower_case=false")
+  assert contradiction.returncode != 0
+  assert "contradicts the input" in contradiction.stderr
   bad = run_cli(f"--input={tmp_path / 'missing'}", f"--output={tmp_path / 'x'}")
   assert bad.returncode != 0 and "no such checkpoint folder" in bad.stderr
 
