@@ -4,9 +4,10 @@ from bert.config import BertConfig
 from bert import layers
 from bert import networks
 from bert import checkpoints
+from bert import models
 from bert.networks import BertEncoder, EncoderScaffold
 
 __version__ = "0.1.0"
 
 __all__ = ["BertConfig", "BertEncoder", "EncoderScaffold", "checkpoints", "layers",
-           "networks"]
+           "models", "networks"]

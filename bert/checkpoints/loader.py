@@ -31,6 +31,7 @@ from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
+from bert.models.bert_pretrainer import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf")
@@ -59,22 +60,6 @@ class BertCheckpoint:
   @property
   def has_heads(self) -> bool:
     return self.masked_lm is not None and self.next_sentence is not None
-
-
-def build_pretraining_heads(encoder: BertEncoder):
-  """BERT's pre-training heads for `encoder`, built: (masked_lm, next_sentence)."""
-  config = encoder.config
-  masked_lm = MaskedLMHead(
-      vocab_size=config.vocab_size, activation=config.hidden_act,
-      initializer_range=config.initializer_range,
-      layer_norm_epsilon=config.layer_norm_epsilon,
-      embedding_table=encoder.get_embedding_table(), name="masked_lm")
-  next_sentence = ClassificationHead(
-      num_classes=2, dropout_rate=0.0,
-      initializer_range=config.initializer_range, name="next_sentence")
-  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
-  next_sentence(tf.zeros([1, config.hidden_size]))
-  return masked_lm, next_sentence
 
 
 # ------------------------------------------------------------------ detect

@@ -1,0 +1,83 @@
+"""`BertPretrainer`: encoder + masked-LM head + next-sentence head."""
+
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras
+
+from bert.layers.classification_head import ClassificationHead
+from bert.layers.masked_lm_head import MaskedLMHead
+from bert.networks.encoder_scaffold import EncoderScaffold
+
+
+def build_pretraining_heads(encoder):
+  """BERT's pre-training heads for `encoder`, built: (masked_lm, next_sentence).
+
+  The masked-LM head is tied to the encoder's word-embedding table; the
+  next-sentence head is a dense layer to 2 logits on `pooled_output` (no
+  dropout, as google-research `get_next_sentence_output`).
+  """
+  config = encoder.config
+  masked_lm = MaskedLMHead(
+      vocab_size=config.vocab_size, activation=config.hidden_act,
+      initializer_range=config.initializer_range,
+      layer_norm_epsilon=config.layer_norm_epsilon,
+      embedding_table=encoder.get_embedding_table(), name="masked_lm")
+  next_sentence = ClassificationHead(
+      num_classes=2, dropout_rate=0.0,
+      initializer_range=config.initializer_range, name="next_sentence")
+  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
+  next_sentence(tf.zeros([1, config.hidden_size]))
+  return masked_lm, next_sentence
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class BertPretrainer(tf_keras.Model):
+  """The pre-training model: a BERT encoder and its two heads.
+
+  Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, P].
+  Outputs: `masked_lm_logits` float32 [batch, P, vocab] (computed only at the
+  given positions), `next_sentence_logits` float32 [batch, 2], and the
+  encoder's `sequence_output` and `pooled_output`.
+
+  The masked-LM head is tied to the encoder's word embeddings; `from_config`
+  rebuilds the encoder first and ties a new head to it, so the tie survives
+  serialisation.
+  """
+
+  def __init__(self, encoder: EncoderScaffold,
+               masked_lm: Optional[MaskedLMHead] = None,
+               next_sentence: Optional[ClassificationHead] = None, **kwargs):
+    if (masked_lm is None) != (next_sentence is None):
+      raise ValueError("give both masked_lm and next_sentence heads, or neither")
+    if masked_lm is None:
+      masked_lm, next_sentence = build_pretraining_heads(encoder)
+    elif masked_lm.embedding_table is not encoder.get_embedding_table():
+      raise ValueError("masked_lm must be tied to this encoder's word "
+                       "embeddings (embedding_table=encoder.get_embedding_table())")
+    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
+              for k in ("input_word_ids", "input_mask", "input_type_ids",
+                        "masked_lm_positions")}
+    encoder_outputs = encoder({k: v for k, v in inputs.items()
+                               if k != "masked_lm_positions"})
+    outputs = dict(
+        masked_lm_logits=masked_lm(encoder_outputs["sequence_output"],
+                                   inputs["masked_lm_positions"]),
+        next_sentence_logits=next_sentence(encoder_outputs["pooled_output"]),
+        sequence_output=encoder_outputs["sequence_output"],
+        pooled_output=encoder_outputs["pooled_output"])
+    kwargs.setdefault("name", "bert_pretrainer")
+    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+    self.encoder = encoder
+    self.masked_lm = masked_lm
+    self.next_sentence = next_sentence
+
+  def get_config(self):
+    return dict(encoder=tf_keras.layers.serialize(self.encoder), name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    config = dict(config)
+    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
+                                          custom_objects=custom_objects)
+    return cls(encoder, **config)
