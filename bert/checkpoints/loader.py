@@ -82,7 +82,8 @@ def detect_format(path: str) -> str:
                           "google-research TF1 names (bert/...) nor a Model "
                           "Garden encoder")
   raise CheckpointError(
-      f"{folder}: unknown checkpoint format (found {', '.join(sorted(files)) or 'no files'}); "
+      f"{folder}: unknown checkpoint format (found "
+      f"{', '.join(sorted(files)) or 'no files'}); "
       f"expected {METADATA_FILE}, {hf.SAFETENSORS}, or bert_model.ckpt.index")
 
 
@@ -170,16 +171,21 @@ def _read_config(folder, name):
 
 
 def _checked_vocab(folder, config):
+  """The folder's vocab.txt (None if absent), checked against the config."""
   path = os.path.join(folder, VOCAB_FILE)
   if not os.path.exists(path):
     return None
-  with open(path, encoding="utf-8") as f:
+  _check_vocab_size(path, config)
+  return path
+
+
+def _check_vocab_size(vocab_file, config):
+  with open(vocab_file, encoding="utf-8") as f:
     size = len(f.read().splitlines())
   if size != config.vocab_size:
     raise CheckpointMismatchError(
-        f"{path}: {size} tokens, but the config says vocab_size="
+        f"{vocab_file}: {size} tokens, but the config says vocab_size="
         f"{config.vocab_size}; this vocab does not belong to this model")
-  return path
 
 
 def _do_lower_case(folder, fmt) -> Optional[bool]:
@@ -260,7 +266,7 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   vocab_file = vocab_file or obj.vocab_file
   do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
   if vocab_file is not None:
-    _checked_vocab_file(vocab_file, obj.config)
+    _check_vocab_size(vocab_file, obj.config)
   with _atomic_folder(path) as tmp:
     # Our metadata goes into every format; the other ecosystems' readers
     # ignore the extra file, and it keeps do_lower_case where they have no
@@ -289,15 +295,6 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     if vocab_file is not None:
       shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return path
-
-
-def _checked_vocab_file(vocab_file, config):
-  with open(vocab_file, encoding="utf-8") as f:
-    size = len(f.read().splitlines())
-  if size != config.vocab_size:
-    raise CheckpointMismatchError(
-        f"{vocab_file}: {size} tokens, but the model has vocab_size="
-        f"{config.vocab_size}")
 
 
 def _write_json(path, d):

@@ -12,7 +12,8 @@ from bert.layers.span_head import SpanHead
 from bert.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
-    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead", "FusedSelfAttention", "MaskedLMHead",
+    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead",
+    "FusedSelfAttention", "MaskedLMHead",
     "SelfAttentionMask", "SpanHead", "TransformerEncoderBlock", "gather_positions",
     "gelu", "gelu_exact", "get_activation",
 ]

@@ -32,7 +32,8 @@ def truncation_lengths(lengths, budget):
     # If segments j.. are the capped ones: sum = prefix_j + (k - j) * T.
     t_j = tf.math.floordiv(budget - prefix[:, j], k - j)
     floor_j = ascending[:, j - 1] if j else tf.zeros_like(t_j)
-    cap = tf.where(t_j >= floor_j, tf.maximum(cap, tf.minimum(t_j, ascending[:, j])), cap)
+    cap = tf.where(t_j >= floor_j,
+                   tf.maximum(cap, tf.minimum(t_j, ascending[:, j])), cap)
   capped = tf.minimum(lengths, cap[:, tf.newaxis])
   spare = budget - tf.reduce_sum(capped, axis=-1, keepdims=True)
   over = lengths > cap[:, tf.newaxis]

@@ -41,8 +41,9 @@ class ClassificationHead(tf_keras.layers.Layer):
       self.inner = tf_keras.layers.Dense(
           inner_dim, activation=activations.get_activation(activation),
           kernel_initializer=initializer(initializer_range), name="inner")
-    self.out = tf_keras.layers.Dense(num_classes, kernel_initializer=initializer(initializer_range),
-                                     name="logits")
+    self.out = tf_keras.layers.Dense(
+        num_classes, kernel_initializer=initializer(initializer_range),
+        name="logits")
 
   def call(self, features, training=None):
     if features.shape.rank == 3:

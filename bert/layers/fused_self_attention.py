@@ -46,11 +46,13 @@ class FusedSelfAttention(tf_keras.layers.Layer):
                        f"num_heads={self.num_heads}")
     self.hidden_size = hidden
     self.head_size = hidden // self.num_heads
-    self.qkv = tf_keras.layers.Dense(3 * hidden, kernel_initializer=initializer(self.initializer_range),
-                                     name="qkv")
+    self.qkv = tf_keras.layers.Dense(
+        3 * hidden, kernel_initializer=initializer(self.initializer_range),
+        name="qkv")
     build_sublayer(self.qkv, [None, None, hidden])
-    self.output_dense = tf_keras.layers.Dense(hidden, kernel_initializer=initializer(self.initializer_range),
-                                              name="output")
+    self.output_dense = tf_keras.layers.Dense(
+        hidden, kernel_initializer=initializer(self.initializer_range),
+        name="output")
     build_sublayer(self.output_dense, [None, None, hidden])
     super().build(input_shape)
 

@@ -62,8 +62,9 @@ class MaskedLMHead(tf_keras.layers.Layer):
              if self.embedding_table is not None else hidden)
     # The transform maps hidden -> embedding width, so factorised embeddings
     # (width < hidden) can still be tied.
-    self.dense = tf_keras.layers.Dense(width, kernel_initializer=initializer(self.initializer_range),
-                                       name="transform")
+    self.dense = tf_keras.layers.Dense(
+        width, kernel_initializer=initializer(self.initializer_range),
+        name="transform")
     build_sublayer(self.dense, [None, None, hidden])
     self.layer_norm = tf_keras.layers.LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
@@ -71,7 +72,8 @@ class MaskedLMHead(tf_keras.layers.Layer):
     build_sublayer(self.layer_norm, [None, None, width])
     if self.embedding_table is None:
       self.output_weights = self.add_weight(
-          "output_weights", shape=[self.vocab_size, width], initializer=initializer(self.initializer_range))
+          "output_weights", shape=[self.vocab_size, width],
+          initializer=initializer(self.initializer_range))
     self.output_bias = self.add_weight(
         "output_bias", shape=[self.vocab_size], initializer="zeros")
     super().build(input_shape)

@@ -59,7 +59,9 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         name="attention_layer_norm")
     build_sublayer(self.attention_layer_norm, [None, None, hidden])
     self.intermediate_dense = tf_keras.layers.Dense(
-        self.intermediate_size, kernel_initializer=initializer(self.initializer_range), name="intermediate")
+        self.intermediate_size,
+        kernel_initializer=initializer(self.initializer_range),
+        name="intermediate")
     build_sublayer(self.intermediate_dense, [None, None, hidden])
     self.output_dense = tf_keras.layers.Dense(
         hidden, kernel_initializer=initializer(self.initializer_range), name="output")
