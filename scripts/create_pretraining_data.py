@@ -1,0 +1,73 @@
+"""bert-create-pretraining-data: text files -> masked-LM/NSP TFRecords.
+
+  bert-create-pretraining-data --input_file=corpus/*.txt \\
+      --output_dir=data/pretrain --vocab_file=vocab.txt \\
+      --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5 \\
+      --num_shards=4 --num_processes=2
+
+Input: one sentence per line, a blank line between documents (globs and
+comma lists). Output: num_shards TFRecord files of tf.train.Example with the
+google-research feature names (input_ids, input_mask, segment_ids,
+masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels).
+The same flags, seed and shard count give the same files.
+"""
+
+from absl import app
+from absl import flags
+
+from bert.scripts import _cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input_file", None, "Input text files (globs, commas).")
+flags.DEFINE_string("output_dir", None, "Folder for the TFRecord shards.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
+flags.DEFINE_bool("do_whole_word_mask", False,
+                  "Mask all pieces of a word together.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens at most.")
+flags.DEFINE_integer("random_seed", 12345, "Random seed.")
+flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with "
+                     "different masks.")
+flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to predict.")
+flags.DEFINE_float("short_seq_prob", 0.1,
+                   "Probability of a shorter-than-maximum instance.")
+flags.DEFINE_integer("num_shards", 1, "Output files (documents are dealt "
+                     "round-robin into shards).")
+flags.DEFINE_integer("num_processes", 1, "Worker processes.")
+flags.mark_flags_as_required(["input_file", "output_dir", "vocab_file"])
+
+
+def main(argv):
+  del argv
+  from bert.data import pretraining_data as pd  # pylint: disable=g-import-not-at-top
+  config = pd.PretrainingDataConfig(
+      max_seq_length=FLAGS.max_seq_length,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
+      dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
+      do_whole_word_mask=FLAGS.do_whole_word_mask,
+      do_lower_case=FLAGS.do_lower_case)
+  try:
+    summaries = pd.create_pretraining_data(
+        FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
+        num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes)
+  except (FileNotFoundError, ValueError) as e:
+    raise app.UsageError(str(e)) from None
+  s = pd.total(summaries)
+  slots = s.instances * config.max_seq_length
+  print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "
+        f"{s.tokens:,} ({s.tokens / max(s.seconds, 1e-9):,.0f}/s in the "
+        f"slowest shard), padding {s.padding / max(slots, 1):.1%}, masked "
+        f"{s.masked / max(s.tokens - 3 * s.instances, 1):.2%} of non-special "
+        f"tokens, random next {s.random_next / max(s.instances, 1):.1%}")
+  print("length histogram (tokens <= bucket: instances): " + ", ".join(
+      f"{k}: {v}" for k, v in sorted(s.length_histogram.items())))
+
+
+def run():
+  _cli.run(main, __name__)
+
+
+if __name__ == "__main__":
+  run()

@@ -1,0 +1,164 @@
+"""Pre-training data creation vs the reference algorithm's statistics."""
+
+import glob
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert.data import pretraining_data as pd
+from conftest import minilm_dir, shared_data
+
+
+@pytest.fixture(scope="module")
+def vocab_file():
+  return os.path.join(minilm_dir(), "vocab.txt")
+
+
+def read_records(folder, config):
+  spec = pd.feature_spec(config.max_seq_length, config.max_predictions_per_seq)
+  files = sorted(glob.glob(os.path.join(folder, "*.tfrecord")))
+  ds = tf.data.TFRecordDataset(files).map(
+      lambda x: tf.io.parse_single_example(x, spec)).batch(4096)
+  out = {k: [] for k in spec}
+  for batch in ds:
+    for k in spec:
+      out[k].append(batch[k].numpy())
+  return {k: np.concatenate(v) for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def wiki_records(tmp_path_factory, vocab_file):
+  """The reference's measured setting: WikiText-2 valid+test sentences,
+  seq 128, 20 predictions, p=0.15, short 0.1, dupe 5, seed 12345."""
+  folder = str(tmp_path_factory.mktemp("wiki"))
+  config = pd.PretrainingDataConfig(dupe_factor=5, random_seed=12345)
+  inputs = ",".join(shared_data("corpus", "wikitext-2", f"wiki.{s}.sentences.txt")
+                    for s in ("valid", "test"))
+  summaries = pd.create_pretraining_data(inputs, folder, vocab_file, config,
+                                         log=lambda *_: None)
+  return read_records(folder, config), pd.total(summaries), config
+
+
+def test_statistics_match_the_reference(wiki_records):
+  records, summary, _ = wiki_records
+  # Reference figures measured with google-research create_pretraining_data.py
+  # on the same files and flags: 28,880 instances, 15.25% of non-special
+  # tokens masked, 80.0/10.0/10.0, 54.6% random next.
+  n = len(records["input_ids"])
+  assert n == summary.instances
+  assert abs(n - 28_880) <= 0.05 * 28_880
+  lengths = records["input_mask"].sum(1)
+  weights = records["masked_lm_weights"]
+  masked_fraction = weights.sum() / (lengths - 3).sum()
+  assert abs(masked_fraction - 0.1525) <= 0.005
+  at = np.take_along_axis(records["input_ids"], records["masked_lm_positions"], 1)
+  labels = records["masked_lm_ids"]
+  real = weights > 0
+  mask = ((at == 103) & real).sum() / real.sum()
+  kept = ((at == labels) & (at != 103) & real).sum() / real.sum()
+  rand = ((at != labels) & (at != 103) & real).sum() / real.sum()
+  assert abs(mask - 0.8) <= 0.02 and abs(kept - 0.1) <= 0.02 and abs(rand - 0.1) <= 0.02
+  random_next = records["next_sentence_labels"].mean()
+  assert abs(random_next - 0.546) <= 0.03
+
+
+def test_records_are_well_formed(wiki_records):
+  records, _, config = wiki_records
+  ids, mask, seg = records["input_ids"], records["input_mask"], records["segment_ids"]
+  lengths = mask.sum(1)
+  assert (lengths <= config.max_seq_length).all()
+  assert (ids[:, 0] == 101).all()                      # [CLS]
+  rows = np.arange(len(ids))
+  assert (ids[rows, lengths - 1] == 102).all()          # final [SEP]
+  assert ((ids * (1 - mask)) == 0).all() and ((seg * (1 - mask)) == 0).all()
+  # [CLS]/[SEP] are never predicted.
+  labels = records["masked_lm_ids"]
+  real = records["masked_lm_weights"] > 0
+  assert not np.isin(labels[real], [101, 102]).any()
+  # (The 10% random replacements may draw any vocab id, as the reference's.)
+  # Between 1 and max predictions, at least round(15%) when room allows.
+  count = real.sum(1)
+  assert (count >= 1).all() and (count <= config.max_predictions_per_seq).all()
+
+
+def test_whole_word_masking_masks_whole_words(tmp_path, vocab_file):
+  from bert.layers.bert_tokenizer import read_vocab
+  vocab = read_vocab(vocab_file)
+  config = pd.PretrainingDataConfig(dupe_factor=2, do_whole_word_mask=True,
+                                    masked_lm_prob=0.3, max_predictions_per_seq=40)
+  pd.create_pretraining_data(
+      shared_data("corpus", "wikitext-2", "wiki.valid.sentences.txt"),
+      str(tmp_path), vocab_file, config, log=lambda *_: None)
+  records = read_records(str(tmp_path), config)
+  continuation = np.array([t.startswith("##") for t in vocab])
+  words_checked = 0
+  for ids, positions, labels, weights in zip(
+      records["input_ids"], records["masked_lm_positions"],
+      records["masked_lm_ids"], records["masked_lm_weights"]):
+    original = ids.copy()
+    real = weights > 0
+    original[positions[real]] = labels[real]
+    masked = np.zeros(len(ids), bool)
+    masked[positions[real]] = True
+    # Words as the reference groups them: a "##" piece joins the word of
+    # the previous non-special token ([CLS]/[SEP] are skipped, so a piece
+    # left at the start of segment B by truncation joins A's last word).
+    words = []
+    for i in range(int((ids > 0).sum())):
+      if original[i] in (101, 102):
+        continue
+      if words and continuation[original[i]]:
+        words[-1].append(i)
+      else:
+        words.append([i])
+    for word in words:
+      if len(word) > 1:
+        assert masked[word].all() or not masked[word].any()
+        words_checked += masked[word].any()
+  assert words_checked > 100
+
+
+def test_deterministic_for_seed_and_shards(tmp_path, vocab_file):
+  config = pd.PretrainingDataConfig(dupe_factor=1)
+  text = shared_data("corpus", "sample_text.txt")
+  for run in ("a", "b"):
+    pd.create_pretraining_data(text, str(tmp_path / run), vocab_file, config,
+                               num_shards=2, log=lambda *_: None)
+  for name in ("pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"):
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_bad_and_odd_input(tmp_path, vocab_file):
+  config = pd.PretrainingDataConfig(dupe_factor=1)
+  empty = tmp_path / "empty.txt"
+  empty.write_text("")
+  with pytest.raises(ValueError, match="empty.txt: every input file is empty"):
+    pd.create_pretraining_data(str(empty), str(tmp_path / "o1"), vocab_file,
+                               config, log=lambda *_: None)
+  # No blank lines: one document; a one-sentence document: random next only.
+  one_doc = tmp_path / "one_doc.txt"
+  one_doc.write_text("The first sentence is here.\nA second one follows.\n"
+                     "And a third closes it.\n")
+  single = tmp_path / "single.txt"
+  single.write_text("Only one sentence in this document.\n")
+  warnings = []
+  summaries = pd.create_pretraining_data(
+      f"{empty},{one_doc},{single}", str(tmp_path / "o2"), vocab_file, config,
+      log=warnings.append)
+  assert any("empty.txt is empty" in w for w in warnings)
+  assert pd.total(summaries).instances >= 2
+  bad = tmp_path / "bad.txt"
+  bad.write_bytes(b"fine line\nbroken \xff\xfe line\n")
+  with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
+    pd.create_pretraining_data(str(bad), str(tmp_path / "o3"), vocab_file,
+                               config, log=lambda *_: None)
+  no_mask = tmp_path / "vocab.txt"
+  no_mask.write_text("\n".join(t for t in open(vocab_file, encoding="utf-8")
+                               .read().splitlines() if t != "[MASK]") + "\n")
+  with pytest.raises(ValueError, match="vocab.txt has no \\[MASK\\]"):
+    pd.create_pretraining_data(str(one_doc), str(tmp_path / "o4"), str(no_mask),
+                               config, log=lambda *_: None)
+  with pytest.raises(FileNotFoundError, match="nothing_here"):
+    pd.expand_inputs(str(tmp_path / "nothing_here*.txt"))
