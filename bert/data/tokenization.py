@@ -35,10 +35,13 @@ class Tokenizer:
     self.vocab = self.layer.vocab
     self._ids = {token: i for i, token in enumerate(self.vocab)}
     spec = [tf.TensorSpec([None], tf.string)]
+    # No autograph: the graph has no data-dependent Python control flow, and
+    # converting the code costs seconds at start-up.
     self._tokenize = tf.function(
-        lambda t: self.layer.tokenize(t), input_signature=spec)
+        lambda t: self.layer.tokenize(t), input_signature=spec, autograph=False)
     self._tokenize_with_offsets = tf.function(
-        lambda t: self.layer.tokenize(t, with_offsets=True), input_signature=spec)
+        lambda t: self.layer.tokenize(t, with_offsets=True),
+        input_signature=spec, autograph=False)
 
   @property
   def lower_case(self) -> bool:
