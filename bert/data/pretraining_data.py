@@ -28,6 +28,7 @@ within a bounded buffer.
 import collections
 import dataclasses
 import glob
+import itertools
 import os
 import random
 import time
@@ -56,10 +57,8 @@ class PretrainingDataConfig:
 
 @dataclasses.dataclass
 class Instance:
-  tokens: List[int]          # with [CLS]/[SEP], masking applied
+  tokens: List[int]          # [CLS] A [SEP] B [SEP], before masking
   segment_ids: List[int]
-  masked_lm_positions: List[int]
-  masked_lm_labels: List[int]
   is_random_next: bool
 
 
@@ -111,58 +110,106 @@ class _Vocab:
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Trims the longer list, from a random end, until the pair fits."""
-  while len(tokens_a) + len(tokens_b) > max_num_tokens:
-    trunc = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-    if rng.random() < 0.5:
-      del trunc[0]
-    else:
-      trunc.pop()
+  """The reference's truncation, in closed form; returns the new (a, b).
+
+  The reference removes one token at a time from the longer list (the
+  second on ties), from its front or back with probability 1/2 each, until
+  the pair fits. The final lengths follow directly; the number of tokens
+  removed from the front of a list is then Binomial(removed, 1/2), which is
+  what the coin flips add up to.
+  """
+  la, lb = len(tokens_a), len(tokens_b)
+  if la + lb <= max_num_tokens:
+    return tokens_a, tokens_b
+  shorter = min(la, lb)
+  if max_num_tokens - shorter >= shorter:
+    ka, kb = ((max_num_tokens - lb, lb) if la > lb else (la, max_num_tokens - la))
+  else:
+    ka, kb = (max_num_tokens + 1) // 2, max_num_tokens // 2
+
+  def cut(tokens, keep):
+    removed = len(tokens) - keep
+    front = bin(rng.getrandbits(removed)).count("1") if removed else 0
+    return tokens[front:front + keep]
+
+  return cut(tokens_a, ka), cut(tokens_b, kb)
 
 
-def create_masked_lm_predictions(tokens, config: PretrainingDataConfig,
-                                 vocab: _Vocab, rng: random.Random):
-  """Masks tokens in place; returns (positions, labels) sorted by position."""
-  candidates: List[List[int]] = []
-  for i, token in enumerate(tokens):
-    if token in (vocab.cls, vocab.sep):
-      continue
-    if (config.do_whole_word_mask and candidates
-        and vocab.is_continuation[token]):
-      candidates[-1].append(i)
-    else:
-      candidates.append([i])
-  rng.shuffle(candidates)
-  num_to_predict = min(config.max_predictions_per_seq,
-                       max(1, int(round(len(tokens) * config.masked_lm_prob))))
-  original = list(tokens)
-  masked = []
-  covered = set()
-  for index_set in candidates:
-    if len(masked) >= num_to_predict:
-      break
-    if len(masked) + len(index_set) > num_to_predict:
-      continue
-    if any(i in covered for i in index_set):
-      continue
-    for i in index_set:
-      covered.add(i)
-      if rng.random() < 0.8:
-        replacement = vocab.mask
-      elif rng.random() < 0.5:
-        replacement = original[i]
-      else:
-        replacement = rng.randint(0, vocab.size - 1)
-      tokens[i] = replacement
-      masked.append((i, original[i]))
-  masked.sort()
-  return [i for i, _ in masked], [label for _, label in masked]
+def mask_batch(tokens, lengths, config: PretrainingDataConfig, vocab: _Vocab,
+               rng: np.random.Generator):
+  """Masks a batch of instances at once, with the reference's rules.
+
+  Per instance: num_to_predict = min(max_predictions_per_seq, max(1,
+  round(length * masked_lm_prob))) ([CLS]/[SEP] counted in the length, as
+  the reference does); candidate words (single pieces, or with whole-word
+  masking a piece and its "##" continuations, [CLS]/[SEP] skipped) are visited
+  in random order and taken while they fit, skipping those that would exceed
+  the count; each chosen position becomes [MASK] (80%), stays (10%) or becomes
+  a random vocab id (10%).
+
+  Args:
+    tokens: int32 [n, max_seq_length], padded with 0; modified in place.
+    lengths: int [n] real lengths.
+  Returns:
+    positions, labels: int32 [n, max_predictions_per_seq] (0-padded), and
+    count: int [n] predictions per instance.
+  """
+  n, width = tokens.shape
+  columns = np.arange(width)[np.newaxis, :]
+  valid = columns < lengths[:, np.newaxis]
+  special = (tokens == vocab.cls) | (tokens == vocab.sep)
+  candidate = valid & ~special
+  num_to_predict = np.minimum(
+      config.max_predictions_per_seq,
+      np.maximum(1, np.round(lengths * config.masked_lm_prob).astype(np.int64)))
+  if config.do_whole_word_mask:
+    # A candidate starts a new word unless it is a "##" continuation that
+    # follows an earlier candidate in the same instance.
+    starts = candidate & ~(vocab.is_continuation[tokens]
+                           & (np.cumsum(candidate, axis=1) > 1))
+  else:
+    starts = candidate
+  word = np.cumsum(starts, axis=1) - 1                 # word index per token
+  word = np.where(candidate, word, -1)
+  num_words = starts.sum(axis=1)
+  max_words = max(int(num_words.max()), 1)
+  rows = np.repeat(np.arange(n), width)
+  word_length = np.zeros((n, max_words), np.int64)
+  np.add.at(word_length, (rows[candidate.ravel()], word[candidate]), 1)
+  # Visit words in random order; take each that still fits.
+  keys = rng.random((n, max_words))
+  keys[np.arange(max_words)[np.newaxis, :] >= num_words[:, np.newaxis]] = np.inf
+  order = np.argsort(keys, axis=1)
+  taken = np.zeros((n, max_words), bool)
+  count = np.zeros(n, np.int64)
+  for k in range(max_words):
+    length_k = word_length[np.arange(n), order[:, k]]
+    fits = (length_k > 0) & (count + length_k <= num_to_predict)
+    taken[np.arange(n)[fits], order[fits, k]] = True
+    count += np.where(fits, length_k, 0)
+  chosen = candidate & np.take_along_axis(taken, np.maximum(word, 0), axis=1)
+  # 80% [MASK], 10% unchanged, 10% random id.
+  draw = rng.random((n, width))
+  random_ids = rng.integers(0, vocab.size, size=(n, width))
+  labels_full = tokens.copy()
+  tokens[chosen & (draw < 0.8)] = vocab.mask
+  replace = chosen & (draw >= 0.9)
+  tokens[replace] = random_ids[replace]
+  # Positions in ascending order, padded.
+  p = config.max_predictions_per_seq
+  order = np.argsort(~chosen, axis=1, kind="stable")[:, :p]
+  has = np.take_along_axis(chosen, order, axis=1)
+  positions = np.where(has, order, 0).astype(np.int32)
+  labels = np.where(has, np.take_along_axis(labels_full, order, axis=1),
+                    0).astype(np.int32)
+  return positions, labels, chosen.sum(axis=1)
 
 
 def create_instances_from_document(documents, document_index,
                                    config: PretrainingDataConfig,
                                    vocab: _Vocab, rng: random.Random):
-  """The reference's instance construction for one document."""
+  """The reference's instance construction for one document (masking is
+  applied afterwards, to many instances at once, by `mask_batch`)."""
   document = documents[document_index]
   max_num_tokens = config.max_seq_length - 3
   target_seq_length = max_num_tokens
@@ -201,48 +248,110 @@ def create_instances_from_document(documents, document_index,
         else:
           is_random_next = False
           tokens_b = [t for seg in current_chunk[a_end:] for t in seg]
-        truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b,
+                                               max_num_tokens, rng)
         if tokens_a and tokens_b:
           tokens = [vocab.cls] + tokens_a + [vocab.sep] + tokens_b + [vocab.sep]
           segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
-          positions, labels = create_masked_lm_predictions(tokens, config,
-                                                           vocab, rng)
-          instances.append(Instance(tokens, segment_ids, positions, labels,
-                                    is_random_next))
+          instances.append(Instance(tokens, segment_ids, is_random_next))
       current_chunk = []
       current_length = 0
     i += 1
   return instances
 
 
-def _int_feature(values):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+def _varint(value: int) -> bytes:
+  out = bytearray()
+  while True:
+    byte = value & 0x7F
+    value >>= 7
+    if value:
+      out.append(byte | 0x80)
+    else:
+      out.append(byte)
+      return bytes(out)
 
 
-def _float_feature(values):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+# Varints of every length a record field can have (a lookup is ~10x faster).
+_VARINTS = [_varint(i) for i in range(1 << 16)]
 
 
-def instance_to_example_bytes(instance: Instance,
-                              config: PretrainingDataConfig) -> bytes:
-  """The reference's tf.train.Example, serialised."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  n = len(instance.tokens)
-  pad = config.max_seq_length - n
-  p = len(instance.masked_lm_positions)
-  ppad = config.max_predictions_per_seq - p
-  features = collections.OrderedDict(
-      input_ids=_int_feature(instance.tokens + [0] * pad),
-      input_mask=_int_feature([1] * n + [0] * pad),
-      segment_ids=_int_feature(instance.segment_ids + [0] * pad),
-      masked_lm_positions=_int_feature(instance.masked_lm_positions + [0] * ppad),
-      masked_lm_ids=_int_feature(instance.masked_lm_labels + [0] * ppad),
-      masked_lm_weights=_float_feature([1.0] * p + [0.0] * ppad),
-      next_sentence_labels=_int_feature([1 if instance.is_random_next else 0]))
-  return tf.train.Example(
-      features=tf.train.Features(feature=features)).SerializeToString()
+def _packed_varints(matrix: np.ndarray) -> List[bytes]:
+  """Each row of a non-negative int matrix (< 2**21) as packed varints."""
+  v = matrix.astype(np.int64)
+  if v.size and (v.min() < 0 or v.max() >= 1 << 21):
+    raise ValueError("feature values must be in [0, 2**21)")
+  parts = np.stack([(v & 0x7F) | np.where(v >= 1 << 7, 0x80, 0),
+                    ((v >> 7) & 0x7F) | np.where(v >= 1 << 14, 0x80, 0),
+                    v >> 14], axis=-1).astype(np.uint8)
+  keep = np.stack([np.ones_like(v, bool), v >= 1 << 7, v >= 1 << 14], axis=-1)
+  flat = parts[keep].tobytes()
+  ends = np.cumsum(keep.reshape(len(v), -1).sum(axis=1))
+  starts = np.concatenate([[0], ends[:-1]])
+  return [flat[a:b] for a, b in zip(starts, ends)]
+
+
+def _entry_prefix(name: str) -> bytes:
+  """map entry key (field 1) and the value tag (field 2) of a feature."""
+  key = name.encode()
+  return b"\x0a" + _varint(len(key)) + key + b"\x12"
+
+
+def _feature_entry(prefix: bytes, kind: bytes, payload: bytes) -> bytes:
+  """One map<string, Feature> entry; kind b"\x1a" = int64_list, b"\x12" =
+  float_list, each holding one packed `value` field."""
+  values = b"\x0a" + _VARINTS[len(payload)] + payload
+  feature = kind + _VARINTS[len(values)] + values
+  entry = prefix + _VARINTS[len(feature)] + feature
+  return b"\x0a" + _VARINTS[len(entry)] + entry
+
+
+def encode_examples(features: Dict[str, np.ndarray]) -> List[bytes]:
+  """Serialised tf.train.Examples, one per row, without building protos.
+
+  int matrices become int64_list features (packed varints), float matrices
+  float_list (packed little-endian float32). `tf.io.parse_single_example`
+  reads them exactly as it reads `tf.train.Example.SerializeToString()`.
+  """
+  columns = []
+  for name, matrix in features.items():
+    prefix = _entry_prefix(name)
+    if np.issubdtype(matrix.dtype, np.floating):
+      rows = [r.tobytes() for r in matrix.astype("<f4")]
+      columns.append([_feature_entry(prefix, b"\x12", r) for r in rows])
+    else:
+      columns.append([_feature_entry(prefix, b"\x1a", r)
+                      for r in _packed_varints(matrix)])
+  out = []
+  for parts in zip(*columns):
+    body = b"".join(parts)
+    out.append(b"\x0a" + _VARINTS[len(body)] + body)
+  return out
+
+
+def encode_instances(instances: Sequence[Instance], config: PretrainingDataConfig,
+                     vocab: _Vocab, rng: np.random.Generator):
+  """Masks a batch of instances and serialises them; returns (records,
+  lengths, prediction counts)."""
+  n, width = len(instances), config.max_seq_length
+  lengths = np.array([len(x.tokens) for x in instances])
+  mask = (np.arange(width)[np.newaxis, :] < lengths[:, np.newaxis])
+  tokens = np.zeros((n, width), np.int32)
+  segments = np.zeros((n, width), np.int32)
+  # Row-major boolean assignment fills each row's first `length` slots.
+  tokens[mask] = np.fromiter(itertools.chain.from_iterable(
+      x.tokens for x in instances), np.int32, count=int(lengths.sum()))
+  segments[mask] = np.fromiter(itertools.chain.from_iterable(
+      x.segment_ids for x in instances), np.int32, count=int(lengths.sum()))
+  positions, labels, count = mask_batch(tokens, lengths, config, vocab, rng)
+  p = config.max_predictions_per_seq
+  weights = (np.arange(p)[np.newaxis, :] < count[:, np.newaxis]).astype(np.float32)
+  records = encode_examples(collections.OrderedDict(
+      input_ids=tokens, input_mask=mask.astype(np.int32), segment_ids=segments,
+      masked_lm_positions=positions, masked_lm_ids=labels,
+      masked_lm_weights=weights,
+      next_sentence_labels=np.array([[int(x.is_random_next)] for x in instances])))
+  return records, lengths, count
 
 
 @dataclasses.dataclass
@@ -277,9 +386,25 @@ def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
       documents.append(sentences)
   # Same seed per (random_seed, shard): independent of process scheduling.
   rng = random.Random(config.random_seed * 1_000_003 + shard)
+  np_rng = np.random.default_rng([config.random_seed, shard])
   rng.shuffle(documents)
   summary = ShardSummary(shard=shard, documents=len(documents))
   buffer: List[bytes] = []
+  pending: List[Instance] = []
+
+  def encode_pending():
+    records, lengths, count = encode_instances(pending, config, vocab, np_rng)
+    summary.instances += len(records)
+    summary.tokens += int(lengths.sum())
+    summary.padding += int((config.max_seq_length - lengths).sum())
+    summary.masked += int(count.sum())
+    summary.random_next += sum(x.is_random_next for x in pending)
+    for bucket, number in zip(*np.unique((lengths - 1) // 16 * 16 + 16,
+                                         return_counts=True)):
+      summary.length_histogram[int(bucket)] = (
+          summary.length_histogram.get(int(bucket), 0) + int(number))
+    buffer.extend(records)
+    pending.clear()
 
   def flush(writer, keep):
     rng.shuffle(buffer)
@@ -289,19 +414,14 @@ def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
   with tf.io.TFRecordWriter(output_path) as writer:
     for _ in range(config.dupe_factor):
       for index in range(len(documents)):
-        for instance in create_instances_from_document(documents, index,
-                                                       config, vocab, rng):
-          n = len(instance.tokens)
-          summary.instances += 1
-          summary.tokens += n
-          summary.padding += config.max_seq_length - n
-          summary.masked += len(instance.masked_lm_positions)
-          summary.random_next += instance.is_random_next
-          bucket = (n - 1) // 16 * 16 + 16
-          summary.length_histogram[bucket] = summary.length_histogram.get(bucket, 0) + 1
-          buffer.append(instance_to_example_bytes(instance, config))
-          if len(buffer) >= config.shuffle_buffer:
-            flush(writer, config.shuffle_buffer // 2)
+        pending.extend(create_instances_from_document(documents, index,
+                                                      config, vocab, rng))
+        if len(pending) >= 4096:
+          encode_pending()
+        if len(buffer) >= config.shuffle_buffer:
+          flush(writer, config.shuffle_buffer // 2)
+    if pending:
+      encode_pending()
     flush(writer, 0)
   summary.seconds = time.perf_counter() - start
   return summary

@@ -162,3 +162,47 @@ def test_bad_and_odd_input(tmp_path, vocab_file):
                                config, log=lambda *_: None)
   with pytest.raises(FileNotFoundError, match="nothing_here"):
     pd.expand_inputs(str(tmp_path / "nothing_here*.txt"))
+
+
+def test_encoded_examples_parse_like_tf_train_example():
+  rng = np.random.RandomState(0)
+  ints = rng.randint(0, 1 << 21, size=(5, 7))
+  ints[0, :3] = [0, 127, 128]                 # varint length boundaries
+  ints[1, :3] = [16383, 16384, (1 << 21) - 1]
+  floats = rng.randn(5, 3).astype(np.float32)
+  records = pd.encode_examples({"a": ints, "b": floats})
+  spec = {"a": tf.io.FixedLenFeature([7], tf.int64),
+          "b": tf.io.FixedLenFeature([3], tf.float32)}
+  for i, record in enumerate(records):
+    parsed = tf.io.parse_single_example(record, spec)
+    assert (parsed["a"].numpy() == ints[i]).all()
+    assert (parsed["b"].numpy() == floats[i]).all()
+    reference = tf.train.Example(features=tf.train.Features(feature={
+        "a": tf.train.Feature(int64_list=tf.train.Int64List(value=ints[i])),
+        "b": tf.train.Feature(float_list=tf.train.FloatList(value=floats[i]))}))
+    assert tf.train.Example.FromString(record) == reference
+
+
+def test_truncation_closed_form_matches_reference_loop():
+  import random
+  rng = random.Random(0)
+
+  def reference(a, b, m):
+    a, b = list(a), list(b)
+    while len(a) + len(b) > m:
+      t = a if len(a) > len(b) else b
+      if rng.random() < 0.5:
+        del t[0]
+      else:
+        t.pop()
+    return a, b
+
+  for _ in range(3000):
+    la, lb, m = rng.randint(1, 80), rng.randint(1, 80), rng.randint(2, 125)
+    a, b = list(range(la)), list(range(100, 100 + lb))
+    ra, rb = reference(a, b, m)
+    ga, gb = pd.truncate_seq_pair(a, b, m, rng)
+    assert (len(ga), len(gb)) == (len(ra), len(rb))
+    # A contiguous slice of the original (front and back trimmed).
+    assert ga == a[a.index(ga[0]):a.index(ga[0]) + len(ga)]
+    assert gb == b[b.index(gb[0]):b.index(gb[0]) + len(gb)]
