@@ -74,3 +74,28 @@ def _fresh_keras_state():
   tf_keras.mixed_precision.set_global_policy("float32")
   yield
   tf_keras.mixed_precision.set_global_policy("float32")
+
+
+# Pre-training records for training-loop tests: sample_text.txt with the
+# bert-base-uncased vocab, seq 64, 10 predictions, 4 shards.
+PRETRAIN_SEQ, PRETRAIN_PRED = 64, 10
+
+
+@pytest.fixture(scope="session")
+def pretraining_records(tmp_path_factory):
+  """Glob of small real pre-training TFRecords (written once per session)."""
+  from bert.data import pretraining_data as pd  # pylint: disable=g-import-not-at-top
+  folder = str(tmp_path_factory.mktemp("pretraining_records"))
+  config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=PRETRAIN_SEQ,
+                                    max_predictions_per_seq=PRETRAIN_PRED)
+  pd.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
+                             os.path.join(minilm_dir(), "vocab.txt"), config,
+                             num_shards=4, log=lambda *_: None)
+  return os.path.join(folder, "*.tfrecord")
+
+
+def tiny_pretraining_config(dropout=0.1) -> BertConfig:
+  """small_config with the real vocab and room for PRETRAIN_SEQ."""
+  return small_config(vocab_size=30522, max_position_embeddings=PRETRAIN_SEQ,
+                      hidden_dropout_prob=dropout,
+                      attention_probs_dropout_prob=dropout)

@@ -6,7 +6,7 @@ under multi-worker strategies), interleaves files, shuffles, parses, renames
 the features to the model's input names and batches per replica.
 """
 
-from typing import Optional
+from typing import Callable, Optional
 
 import tensorflow as tf
 
@@ -30,7 +30,9 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
                         input_context: Optional[tf.distribute.InputContext] = None,
                         seed: Optional[int] = None,
                         shuffle_buffer: int = 10_000,
-                        cycle_length: int = 8) -> tf.data.Dataset:
+                        cycle_length: int = 8,
+                        skip_examples: int = 0,
+                        masker: Optional[Callable] = None) -> tf.data.Dataset:
   """Batches of dict features: int32 ids/masks, float32 weights.
 
   Args:
@@ -42,6 +44,12 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
     input_context: from `strategy.distribute_datasets_from_function`; files
       are split among its input pipelines.
     seed: makes file order and shuffling deterministic.
+    skip_examples: drop this many records of this pipeline's (seeded) order
+      before parsing: a resumed run continues with the batches the
+      interrupted one had not consumed yet.
+    masker: e.g. a `DynamicMasker`: called as masker(batch, batch_index) on
+      each batch; the index counts on from the skipped examples, so a resumed
+      run draws the same masks as an uninterrupted one.
   """
   files = []
   for pattern in [p for p in file_pattern.split(",") if p]:
@@ -67,6 +75,8 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
                      deterministic=seed is not None or not is_training)
   if is_training:
     ds = ds.shuffle(shuffle_buffer, seed=seed)
+  if skip_examples:
+    ds = ds.skip(skip_examples)
   spec = feature_spec(seq_length, max_predictions_per_seq)
 
   def parse(record):
@@ -81,4 +91,8 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
   ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE,
               deterministic=seed is not None or not is_training)
   ds = ds.batch(batch_size, drop_remainder=is_training)
+  if masker is not None:
+    ds = ds.enumerate(start=skip_examples // batch_size).map(
+        lambda i, batch: masker(batch, i), num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True)
   return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,36 +1,65 @@
-"""Pre-training losses and metrics, exactly as google-research BERT.
+"""The pre-training task (masked LM + next sentence) and its losses.
 
+Losses and metrics exactly as google-research BERT:
 masked LM: cross-entropy at the masked positions, weighted by
   `masked_lm_weights` (1 for a real prediction, 0 for padding), summed and
   divided by sum(weights) + 1e-5 (`run_pretraining.get_masked_lm_output`);
 next sentence: mean cross-entropy over the batch (label 1 = random next);
-total = masked LM + next sentence.
+total = masked LM + next sentence. In training, the sums are normalised over
+the global batch (all replicas and accumulated micro-batches; see
+`bert.tasks.base`), which for one replica and one micro-batch is the
+reference's per-batch loss.
 """
 
-from typing import Dict
+import os
+from typing import Dict, Mapping, Optional, Union
 
+import gin
 import tensorflow as tf
 
+from bert import checkpoints as bert_checkpoints
+from bert.config import BertConfig
+from bert.data.dynamic_masking import DynamicMasker
+from bert.data.pretraining_dataset import pretraining_dataset
+from bert.layers.bert_tokenizer import read_vocab
+from bert.models.bert_pretrainer import BertPretrainer
+from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.base import Stats, Task
 
-def masked_lm_loss(logits, label_ids, label_weights):
-  """logits float [batch, P, vocab]; ids int [batch, P]; weights [batch, P]."""
-  logits = tf.cast(logits, tf.float32)
-  weights = tf.cast(label_weights, tf.float32)
-  per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(label_ids, tf.int32), logits=logits)        # [batch, P]
-  return tf.reduce_sum(per_position * weights) / (tf.reduce_sum(weights) + 1e-5)
 
+def pretraining_stats(features: Mapping[str, tf.Tensor],
+                      outputs: Mapping[str, tf.Tensor]) -> Stats:
+  """(numerator, denominator) sums of one batch, for losses and accuracies.
 
-def next_sentence_loss(logits, labels):
-  """logits float [batch, 2]; labels int [batch] or [batch, 1]."""
-  labels = tf.reshape(tf.cast(labels, tf.int32), [-1])
-  return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=labels, logits=tf.cast(logits, tf.float32)))
+  `masked_lm_*` are over real predictions (`masked_lm_weights`), `next_
+  sentence_*` over examples. Dividing each numerator by its denominator
+  (+1e-5 for the masked-LM loss) gives the reference's per-batch values.
+  """
+  mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)   # [b, P, V]
+  nsp_logits = tf.cast(outputs["next_sentence_logits"], tf.float32)  # [b, 2]
+  weights = tf.cast(features["masked_lm_weights"], tf.float32)    # [b, P]
+  ids = tf.cast(features["masked_lm_ids"], tf.int32)
+  nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+  mlm_per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=ids, logits=mlm_logits)
+  nsp_per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=nsp_labels, logits=nsp_logits)
+  mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
+                                 ids), tf.float32)
+  nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32),
+                                 nsp_labels), tf.float32)
+  num_predictions = tf.reduce_sum(weights)
+  num_examples = tf.cast(tf.size(nsp_labels), tf.float32)
+  return dict(
+      masked_lm_loss=(tf.reduce_sum(mlm_per_position * weights), num_predictions),
+      next_sentence_loss=(tf.reduce_sum(nsp_per_example), num_examples),
+      masked_lm_accuracy=(tf.reduce_sum(mlm_correct * weights), num_predictions),
+      next_sentence_accuracy=(tf.reduce_sum(nsp_correct), num_examples))
 
 
 def pretraining_losses(features: Dict[str, tf.Tensor],
                        outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """Losses and accuracies of one batch.
+  """Losses and accuracies of one batch, as the reference computes them.
 
   Args:
     features: `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`
@@ -40,21 +69,143 @@ def pretraining_losses(features: Dict[str, tf.Tensor],
     dict with `loss` (the total), `masked_lm_loss`, `next_sentence_loss`,
     `masked_lm_accuracy` (over real predictions) and `next_sentence_accuracy`.
   """
-  mlm_logits = outputs["masked_lm_logits"]
-  nsp_logits = outputs["next_sentence_logits"]
-  weights = tf.cast(features["masked_lm_weights"], tf.float32)
-  ids = tf.cast(features["masked_lm_ids"], tf.int32)
-  nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-  mlm = masked_lm_loss(mlm_logits, ids, weights)
-  nsp = next_sentence_loss(nsp_logits, nsp_labels)
-  mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
-                                 ids), tf.float32)
-  nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32),
-                                 nsp_labels), tf.float32)
-  return dict(
-      loss=mlm + nsp,
-      masked_lm_loss=mlm,
-      next_sentence_loss=nsp,
-      masked_lm_accuracy=tf.reduce_sum(mlm_correct * weights)
-      / tf.maximum(tf.reduce_sum(weights), 1.0),
-      next_sentence_accuracy=tf.reduce_mean(nsp_correct))
+  stats = pretraining_stats(features, outputs)
+  num, den = stats["masked_lm_loss"]
+  out = dict(masked_lm_loss=num / (den + 1e-5))
+  for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
+    num, den = stats[name]
+    out[name] = num / tf.maximum(den, 1.0)
+  out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
+  return out
+
+
+def resolve_bert_config(bert_config: Union[str, BertConfig]) -> BertConfig:
+  """A BertConfig from itself, a preset name, or a bert_config.json / HF
+  config.json path."""
+  if isinstance(bert_config, BertConfig):
+    return bert_config
+  if bert_config.endswith(".json") or os.path.sep in bert_config:
+    return BertConfig.from_json_file(bert_config)
+  return BertConfig.preset(bert_config)
+
+
+def initialize_from_checkpoint(encoder, path: str, heads=None) -> None:
+  """Copies the weights of the checkpoint at `path` (any format the loader
+  reads) into `encoder` and, if given and present, the pre-training heads
+  `(masked_lm, next_sentence)`. The configs must describe the same shapes."""
+  ckpt = bert_checkpoints.load(path, with_heads=heads is not None)
+  mismatched = [f for f in ("vocab_size", "hidden_size", "num_hidden_layers",
+                            "intermediate_size", "max_position_embeddings",
+                            "type_vocab_size", "embedding_size", "norm_first")
+                if getattr(ckpt.config, f) != getattr(encoder.config, f)]
+  if mismatched:
+    raise ValueError(
+        f"init_checkpoint {path}: config differs from the model's in "
+        + ", ".join(f"{f} ({getattr(ckpt.config, f)} vs "
+                    f"{getattr(encoder.config, f)})" for f in mismatched))
+  encoder.set_weights(ckpt.encoder.get_weights())
+  if heads is not None and ckpt.has_heads:
+    heads[0].set_weights(ckpt.masked_lm.get_weights())
+    heads[1].set_weights(ckpt.next_sentence.get_weights())
+
+
+@gin.configurable
+class PretrainingTask(Task):
+  """Masked LM + next sentence prediction on google-research TFRecords.
+
+  Args:
+    bert_config: a preset name ("bert_tiny", ...), a config json path, or a
+      BertConfig.
+    train_files, eval_files: TFRecord globs (comma-separated lists allowed).
+    seq_length, max_predictions_per_seq: as the records were written.
+    global_batch_size: examples per step over all replicas.
+    init_checkpoint: a checkpoint folder to start from (any loader format).
+    vocab_file: if given, its size must equal the config's vocab_size.
+      Required for dynamic masking.
+    seed: data order, shuffling and dynamic masks.
+    dynamic_masking: draw new masks in the pipeline for every batch (any
+      records; their static masks are undone first), with `masked_lm_prob`
+      and `do_whole_word_mask`. Evaluation keeps the records' masks.
+  """
+
+  loss_names = ("masked_lm_loss", "next_sentence_loss")
+  stat_names = ("masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
+                "next_sentence_accuracy")
+
+  def __init__(self, bert_config: Union[str, BertConfig] = "bert_tiny",
+               train_files: str = "", eval_files: str = "",
+               seq_length: int = 128, max_predictions_per_seq: int = 20,
+               global_batch_size: int = 32, eval_batch_size: Optional[int] = None,
+               init_checkpoint: Optional[str] = None,
+               vocab_file: Optional[str] = None, seed: Optional[int] = 42,
+               shuffle_buffer: int = 10_000, dynamic_masking: bool = False,
+               masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False):
+    self.config = resolve_bert_config(bert_config)
+    if seq_length > self.config.max_position_embeddings:
+      raise ValueError(f"PretrainingTask.seq_length={seq_length} exceeds "
+                       f"max_position_embeddings={self.config.max_position_embeddings}")
+    if global_batch_size < 1:
+      raise ValueError(f"PretrainingTask.global_batch_size must be >= 1, "
+                       f"got {global_batch_size}")
+    if vocab_file is not None:
+      size = len(read_vocab(vocab_file))
+      if size != self.config.vocab_size:
+        raise ValueError(f"vocab_file {vocab_file} has {size} tokens but the "
+                         f"model's vocab_size is {self.config.vocab_size}")
+    self.train_files = train_files
+    self.eval_files = eval_files
+    self.seq_length = seq_length
+    self.max_predictions_per_seq = max_predictions_per_seq
+    self._global_batch_size = global_batch_size
+    self.eval_batch_size = eval_batch_size or global_batch_size
+    self.init_checkpoint = init_checkpoint
+    self.seed = seed
+    self.shuffle_buffer = shuffle_buffer
+    self.masker = None
+    if dynamic_masking:
+      if vocab_file is None:
+        raise ValueError("PretrainingTask.dynamic_masking needs vocab_file")
+      self.masker = DynamicMasker(vocab_file, max_predictions_per_seq,
+                                  masked_lm_prob, do_whole_word_mask,
+                                  seed=seed or 0)
+
+  @property
+  def global_batch_size(self) -> int:
+    return self._global_batch_size
+
+  def build_model(self):
+    return BertPretrainer(BertEncoder(self.config))
+
+  def build_inputs(self, input_context, training, start_step=0):
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    files = self.train_files if training else self.eval_files
+    if not files:
+      raise ValueError("PretrainingTask." + ("train_files" if training else
+                                             "eval_files") + " is not set")
+    return pretraining_dataset(
+        files, self.seq_length, self.max_predictions_per_seq,
+        self._global_batch_size if training else self.eval_batch_size,
+        is_training=training, input_context=input_context, seed=self.seed,
+        shuffle_buffer=self.shuffle_buffer,
+        skip_examples=start_step * self._global_batch_size // pipelines
+        if training else 0,
+        masker=self.masker if training else None)
+
+  def model_inputs(self, features):
+    return {k: features[k] for k in ("input_word_ids", "input_mask",
+                                     "input_type_ids", "masked_lm_positions")}
+
+  def loss_denominators(self, features):
+    return dict(
+        masked_lm_loss=tf.reduce_sum(tf.cast(features["masked_lm_weights"],
+                                             tf.float32)),
+        next_sentence_loss=tf.cast(tf.shape(features["next_sentence_labels"])[0],
+                                   tf.float32))
+
+  def compute_stats(self, features, outputs):
+    return pretraining_stats(features, outputs)
+
+  def initialize(self, model):
+    if self.init_checkpoint:
+      initialize_from_checkpoint(model.encoder, self.init_checkpoint,
+                                 heads=(model.masked_lm, model.next_sentence))

@@ -1,0 +1,72 @@
+"""The interface between a task and the one training loop (`bert.training`).
+
+A task owns its data, model, losses and metrics; the loop owns distribution,
+optimisation, gradient accumulation, checkpoints and logging.
+
+Losses and metrics are returned as *sums* with separate denominators so the
+loop can normalise them over the whole global batch: all replicas and all
+accumulated micro-batches. That is what makes N micro-batches of size B give
+the same update as one batch of size N*B, and two workers give the same loss
+as one worker with the same global batch.
+"""
+
+from typing import Dict, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+import tf_keras
+
+# name -> (numerator, denominator): scalar float32 sums over a (micro-)batch.
+Stats = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
+
+
+class Task:
+  """Base class of pre-training and fine-tuning tasks.
+
+  Subclasses implement `build_model`, `build_inputs` and `compute_stats`, and
+  name in `loss_names` the stats whose ratios add up to the training loss.
+  """
+
+  # Stats that are summed (each as numerator / global denominator) into the
+  # loss that is minimised. Every other stat is only reported.
+  loss_names: Sequence[str] = ()
+  # Every stat `compute_stats` returns (loss terms and metrics), in report
+  # order; the loop creates one running sum per name up front.
+  stat_names: Sequence[str] = ()
+
+  def build_model(self) -> tf_keras.Model:
+    raise NotImplementedError
+
+  def build_inputs(self, input_context: Optional[tf.distribute.InputContext],
+                   training: bool, start_step: int = 0) -> tf.data.Dataset:
+    """Per-replica batches of a dict of features (inputs and labels).
+
+    Training data must be a deterministic function of the task's seed and
+    start with the batches of step `start_step` (the loop passes the restored
+    global step), so a resumed run sees the same data as an uninterrupted one.
+    """
+    raise NotImplementedError
+
+  def model_inputs(self, features: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The subset of `features` the model takes (default: its input names)."""
+    raise NotImplementedError
+
+  def compute_stats(self, features: Mapping[str, tf.Tensor],
+                    outputs: Mapping[str, tf.Tensor]) -> Stats:
+    """Loss and metric sums of one (micro-)batch; see the module doc."""
+    raise NotImplementedError
+
+  def loss_denominators(self, features: Mapping[str, tf.Tensor]
+                        ) -> Dict[str, tf.Tensor]:
+    """For each of `loss_names`, the denominator sum of a (micro-)batch.
+
+    Depends on the features only (e.g. the number of real masked positions),
+    so the loop can sum it over the global batch before any forward pass.
+    """
+    raise NotImplementedError
+
+  def initialize(self, model: tf_keras.Model) -> None:
+    """Loads initial weights (e.g. a pre-trained encoder); default: none."""
+
+  @property
+  def global_batch_size(self) -> int:
+    raise NotImplementedError

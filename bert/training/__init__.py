@@ -1,0 +1,9 @@
+"""The training runtime shared by all tasks: strategies, optimisers, the loop."""
+
+from bert.training.distribute import get_strategy, set_precision
+from bert.training.optimization import OptimizerConfig, build_optimizer
+from bert.training.run import RuntimeConfig, run_experiment
+from bert.training.trainer import NonFiniteLossError, Trainer
+
+__all__ = ["NonFiniteLossError", "OptimizerConfig", "RuntimeConfig", "Trainer",
+           "build_optimizer", "get_strategy", "run_experiment", "set_precision"]

@@ -1,0 +1,61 @@
+"""tf.distribute strategies by name, and the mixed-precision policy."""
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+import tf_keras
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+def get_strategy(name: str = "mirrored",
+                 tpu: Optional[str] = None) -> tf.distribute.Strategy:
+  """The strategy called `name` (one of STRATEGIES).
+
+  `one_device`: the first GPU, else the CPU. `mirrored`: all local GPUs (or
+  the CPU). `multi_worker_mirrored`: the workers of the TF_CONFIG environment
+  variable (each process runs the same command with its own task index).
+  `tpu`: the TPU at `tpu` ("" or "local" for a TPU VM's own chips).
+  """
+  if name not in STRATEGIES:
+    raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
+  if name == "one_device":
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+  if name == "mirrored":
+    return tf.distribute.MirroredStrategy()
+  if name == "multi_worker_mirrored":
+    if "TF_CONFIG" not in os.environ:
+      raise ValueError("strategy multi_worker_mirrored needs the TF_CONFIG "
+                       "environment variable (cluster and this task's index)")
+    try:
+      json.loads(os.environ["TF_CONFIG"])
+    except json.JSONDecodeError as e:
+      raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from None
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  # TPU: cannot run on this machine; the standard resolver/initialise path.
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+      tpu="" if tpu in (None, "local") else tpu)
+  if tpu not in (None, "", "local"):
+    tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def set_precision(policy: str) -> None:
+  """Sets the global tf_keras mixed-precision policy (one of PRECISIONS)."""
+  if policy not in PRECISIONS:
+    raise ValueError(f"mixed_precision must be one of {PRECISIONS}, got {policy!r}")
+  tf_keras.mixed_precision.set_global_policy(policy)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+  """Whether this process writes checkpoints and summaries."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not getattr(resolver, "task_type", None):
+    return True
+  return (resolver.task_type == "chief"
+          or (resolver.task_type == "worker" and resolver.task_id == 0))

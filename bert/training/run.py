@@ -1,0 +1,209 @@
+"""`run_experiment`: the one way to train and evaluate a task.
+
+Sets up strategy, precision, model, optimiser, input pipelines, checkpoints
+(every `checkpoint_interval` steps, keeping `max_checkpoints`, automatic resume
+from `model_dir`, including the input iterator so data order resumes too),
+TensorBoard summaries and the orbit `Controller`.
+"""
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from typing import Dict, Optional
+
+import gin
+import orbit
+import tensorflow as tf
+import tf_keras
+
+from bert.tasks.base import Task
+from bert.training import distribute
+from bert.training.optimization import OptimizerConfig, build_optimizer
+from bert.training.trainer import Trainer
+
+MODES = ("train", "eval", "train_and_eval")
+
+
+@gin.configurable
+@dataclasses.dataclass
+class RuntimeConfig:
+  """How a run is executed (the task and optimiser are configured apart)."""
+  train_steps: int = 1000
+  steps_per_loop: int = 100           # steps per tf.function call / log line
+  checkpoint_interval: int = 1000     # steps; 0 = only at the end
+  max_checkpoints: int = 5
+  summary_interval: Optional[int] = None   # default: every loop
+  eval_steps: int = -1                # -1 = the whole eval set
+  eval_interval: int = 1000           # steps, for train_and_eval
+  grad_accumulation_steps: int = 1
+  strategy: str = "mirrored"
+  tpu: Optional[str] = None
+  mixed_precision: str = "float32"
+  jit_compile: bool = False
+  seed: Optional[int] = 42
+  deterministic: bool = False         # tf.config op determinism (slower)
+
+  def __post_init__(self):
+    for name in ("train_steps", "steps_per_loop", "max_checkpoints",
+                 "grad_accumulation_steps", "eval_interval"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"RuntimeConfig.{name} must be >= 1, got "
+                         f"{getattr(self, name)}")
+    if self.strategy not in distribute.STRATEGIES:
+      raise ValueError(f"RuntimeConfig.strategy must be one of "
+                       f"{distribute.STRATEGIES}, got {self.strategy!r}")
+    if self.mixed_precision not in distribute.PRECISIONS:
+      raise ValueError(f"RuntimeConfig.mixed_precision must be one of "
+                       f"{distribute.PRECISIONS}, got {self.mixed_precision!r}")
+
+
+@gin.configurable
+def build_task(task_class=gin.REQUIRED) -> Task:
+  """The task of a gin-configured run: `build_task.task_class = @PretrainingTask`
+  (its own parameters bound as `PretrainingTask.x = ...`)."""
+  return task_class()
+
+
+def _check_model_dir(model_dir: str) -> None:
+  """Fails now, not at the first checkpoint, if model_dir is not writable."""
+  try:
+    tf.io.gfile.makedirs(model_dir)
+    probe = os.path.join(model_dir, f".write_probe_{os.getpid()}")
+    with tf.io.gfile.GFile(probe, "w") as f:
+      f.write("ok")
+    tf.io.gfile.remove(probe)
+  except (OSError, tf.errors.OpError) as e:
+    raise OSError(f"model_dir {model_dir!r} is not writable: {e}") from None
+
+
+def _setup(runtime: RuntimeConfig):
+  if runtime.seed is not None:
+    tf_keras.utils.set_random_seed(runtime.seed)
+  if runtime.deterministic:
+    tf.config.experimental.enable_op_determinism()
+  # Dropout draws from a tf.random.Generator whose state is a variable of the
+  # model, so it is checkpointed and a resumed run draws the same masks.
+  tf_keras.backend.experimental.enable_tf_random_generator()
+  distribute.set_precision(runtime.mixed_precision)
+  return distribute.get_strategy(runtime.strategy, runtime.tpu)
+
+
+def _dropout_generators(model):
+  """The tf.random.Generators of the model's dropout layers, created now.
+
+  tf_keras does not track them, so they are checkpointed explicitly: a
+  resumed run then continues the dropout masks of the interrupted one.
+  """
+  generators = []
+  for layer in model.submodules:
+    rng = getattr(layer, "_random_generator", None)
+    if rng is None or not hasattr(rng, "_maybe_init"):
+      continue
+    rng._maybe_init()   # pylint: disable=protected-access
+    if getattr(rng, "_generator", None) is not None:
+      generators.append(rng._generator)   # pylint: disable=protected-access
+  return generators
+
+
+def _floats(d):
+  return {k: float(v) for k, v in (d or {}).items()}
+
+
+def run_experiment(task: Task, model_dir: str, mode: str = "train",
+                   runtime: Optional[RuntimeConfig] = None,
+                   optimizer_config: Optional[OptimizerConfig] = None,
+                   log_fn=print) -> Dict[str, float]:
+  """Trains and/or evaluates `task`; returns the last metrics.
+
+  Resumes from the newest checkpoint in `model_dir` if there is one, else
+  calls `task.initialize(model)` (e.g. load a pre-trained encoder).
+  Raises NonFiniteLossError if the loss becomes NaN/Inf (the last good
+  checkpoint stays the newest one in model_dir).
+  """
+  if mode not in MODES:
+    raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+  runtime = runtime or RuntimeConfig()
+  optimizer_config = optimizer_config or OptimizerConfig()
+  if optimizer_config.num_train_steps is None:
+    optimizer_config = dataclasses.replace(
+        optimizer_config, num_train_steps=runtime.train_steps)
+  _check_model_dir(model_dir)
+  strategy = _setup(runtime)
+  chief = distribute.is_chief(strategy)
+  replicas = strategy.num_replicas_in_sync
+  per_replica = task.global_batch_size // replicas
+  if task.global_batch_size % replicas or per_replica % runtime.grad_accumulation_steps:
+    raise ValueError(
+        f"global_batch_size={task.global_batch_size} must divide into "
+        f"{replicas} replica(s) x grad_accumulation_steps="
+        f"{runtime.grad_accumulation_steps} equal micro-batches")
+
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = build_optimizer(optimizer_config)
+    if runtime.mixed_precision == "mixed_float16":
+      optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+    dropout_rng = _dropout_generators(model)
+  checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                   dropout_rng=dropout_rng)
+  # Non-chief workers must take part in saving (collectives) but write to a
+  # scratch folder that is deleted afterwards.
+  ckpt_dir = model_dir if chief else tempfile.mkdtemp(prefix="worker_ckpt_")
+  manager = tf.train.CheckpointManager(
+      checkpoint, ckpt_dir, max_to_keep=runtime.max_checkpoints,
+      step_counter=optimizer.iterations,
+      checkpoint_interval=runtime.checkpoint_interval or None,
+      init_fn=lambda: task.initialize(model))
+  latest = tf.train.latest_checkpoint(model_dir)
+  if mode == "eval" or not chief:
+    # Restored here: eval needs no optimizer slots (expect_partial), and
+    # non-chief workers resume from the chief's folder.
+    if latest:
+      checkpoint.restore(latest).expect_partial()
+    elif mode == "eval":
+      raise FileNotFoundError(f"mode=eval: no checkpoint in {model_dir}")
+    else:
+      task.initialize(model)
+  trainer = Trainer(task, model, optimizer, strategy,
+                    grad_accumulation_steps=runtime.grad_accumulation_steps,
+                    clip_norm=optimizer_config.clip_norm,
+                    jit_compile=runtime.jit_compile,
+                    train_steps=runtime.train_steps, log_fn=log_fn)
+  # The Controller restores the newest checkpoint (or runs task.initialize).
+  controller = orbit.Controller(
+      strategy=strategy,
+      trainer=trainer if mode != "eval" else None,
+      evaluator=trainer if mode != "train" else None,
+      global_step=optimizer.iterations,
+      steps_per_loop=runtime.steps_per_loop,
+      checkpoint_manager=manager if chief and mode != "eval" else None,
+      summary_interval=(runtime.summary_interval or runtime.steps_per_loop)
+      if chief else None,
+      summary_dir=os.path.join(model_dir, "train") if chief else None,
+      eval_summary_dir=os.path.join(model_dir, "eval") if chief else None)
+  if not chief and mode != "eval":
+    controller.checkpoint_manager = manager   # saves only; nothing to restore
+  # The data pipelines are built after the restore: training data starts at
+  # the restored step, so a resumed run sees what an uninterrupted one would.
+  start_step = int(optimizer.iterations.numpy())
+  if latest and log_fn:
+    log_fn(f"resumed from {latest} at step {start_step}")
+  if mode != "eval":
+    trainer.train_dataset = strategy.distribute_datasets_from_function(
+        lambda ctx: task.build_inputs(ctx, training=True, start_step=start_step))
+  if mode != "train":
+    trainer.eval_dataset = strategy.distribute_datasets_from_function(
+        lambda ctx: task.build_inputs(ctx, training=False))
+  try:
+    if mode == "train":
+      controller.train(steps=runtime.train_steps)   # saves at completion
+      return trainer.last_train_results
+    if mode == "eval":
+      return _floats(controller.evaluate(steps=runtime.eval_steps))
+    return _floats(controller.train_and_evaluate(
+        train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
+        eval_interval=runtime.eval_interval))
+  finally:
+    if not chief:
+      shutil.rmtree(ckpt_dir, ignore_errors=True)

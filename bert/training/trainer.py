@@ -1,0 +1,228 @@
+"""The one training loop body: an orbit trainer/evaluator for any `Task`.
+
+Each train step, per replica:
+  1. the task's loss denominators (e.g. real masked positions) are summed over
+     the replica's batch and all-reduced over replicas: the global batch's;
+  2. the batch is split into `grad_accumulation_steps` micro-batches; for each,
+     a forward/backward pass of  sum_k numerator_k / global_denominator_k;
+     gradients are summed (so N micro-batches == one batch of N*B exactly);
+  3. the summed gradients are all-reduced, unscaled (mixed_float16), clipped
+     to global norm `clip_norm`, and applied once.
+The per-step loss is checked: the first step with a NaN/Inf loss is recorded
+and training stops at the end of the loop (before any checkpoint is written).
+"""
+
+import time
+from typing import Dict, Optional
+
+import orbit
+import tensorflow as tf
+import tf_keras
+
+from bert.tasks.base import Task
+
+
+class NonFiniteLossError(RuntimeError):
+  """The training loss became NaN or Inf."""
+
+
+class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
+  """Trains and evaluates `task.build_model()` under `strategy`."""
+
+  def __init__(self, task: Task, model: tf_keras.Model, optimizer,
+               strategy: tf.distribute.Strategy, *,
+               train_dataset=None, eval_dataset=None,
+               grad_accumulation_steps: int = 1, clip_norm: float = 1.0,
+               jit_compile: bool = False, train_steps: Optional[int] = None,
+               log_fn=print):
+    if grad_accumulation_steps < 1:
+      raise ValueError("grad_accumulation_steps must be >= 1, got "
+                       f"{grad_accumulation_steps}")
+    self.task = task
+    self.model = model
+    self.optimizer = optimizer
+    self.strategy = strategy
+    self.grad_accumulation_steps = grad_accumulation_steps
+    self.clip_norm = clip_norm
+    self.jit_compile = jit_compile
+    self.train_steps = train_steps
+    self.log_fn = log_fn
+    self._loss_scaled = isinstance(
+        optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with strategy.scope():
+      self._first_bad_step = tf.Variable(
+          -1, dtype=tf.int64, trainable=False,
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+          name="first_nonfinite_step")
+      self._bad_loss = tf.Variable(
+          0.0, trainable=False,
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
+          name="first_nonfinite_loss")
+    self._loop_start = None
+    self.last_train_results: Dict[str, float] = {}
+    # Datasets may be set later (`trainer.train_dataset = ...`), e.g. after a
+    # checkpoint restore has decided where the data resumes.
+    orbit.StandardTrainer.__init__(
+        self, train_dataset,
+        options=orbit.StandardTrainerOptions(use_tf_while_loop=True))
+    orbit.StandardEvaluator.__init__(
+        self, eval_dataset,
+        options=orbit.StandardEvaluatorOptions(use_tf_while_loop=False))
+    # Forward + backward of one micro-batch; XLA-compiled with jit_compile
+    # (the cross-replica sums and the update stay outside the compiled part).
+    self._grad_fn = (tf.function(self._micro_gradients, jit_compile=True)
+                     if jit_compile else self._micro_gradients)
+    with strategy.scope():
+      self._stat_sums = {}
+      for name in task.stat_names:
+        for part in ("num", "den"):
+          self._stat_sums[f"{name}/{part}"] = tf_keras.metrics.Sum(
+              name=f"{name}/{part}")
+
+  # ------------------------------------------------------------- metrics
+  def _record(self, stats):
+    for name, (numerator, denominator) in stats.items():
+      if name + "/num" not in self._stat_sums:
+        raise KeyError(f"{type(self.task).__name__}.compute_stats returned "
+                       f"{name!r}, which is not in its stat_names")
+      self._stat_sums[name + "/num"].update_state(numerator)
+      self._stat_sums[name + "/den"].update_state(denominator)
+
+  def _results(self) -> Dict[str, float]:
+    """Each stat's numerator / denominator over the loop; `loss` their sum."""
+    out = {}
+    for name in self.task.stat_names:
+      den = float(self._stat_sums[name + "/den"].result())
+      out[name] = float(self._stat_sums[name + "/num"].result()) / max(den, 1e-12)
+    if self.task.loss_names:
+      out["loss"] = sum(out[k] for k in self.task.loss_names if k in out)
+    return out
+
+  def _reset(self):
+    for m in self._stat_sums.values():
+      m.reset_state()
+
+  # --------------------------------------------------------------- train
+  def train_loop_begin(self):
+    self._reset()
+    self._loop_start = (time.time(), int(self.optimizer.iterations.numpy()))
+
+  def train_step(self, iterator):
+    features = next(iterator)
+    self.strategy.run(self._replica_train_step, args=(features,))
+
+  def _replica_train_step(self, features):
+    task, n = self.task, self.grad_accumulation_steps
+    ctx = tf.distribute.get_replica_context()
+    dens = {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM,
+                              tf.cast(v, tf.float32))
+            for k, v in task.loss_denominators(features).items()}
+    tvars = self.model.trainable_variables
+
+    def micro_step(micro):
+      loss, grads, stats = self._grad_fn(micro, dens)
+      self._record(stats)
+      return loss, grads
+
+    if n == 1:
+      loss, grads = micro_step(features)
+    else:
+      micro = tf.nest.map_structure(
+          lambda t: tf.reshape(t, tf.concat([[n, -1], tf.shape(t)[1:]], 0)),
+          features)
+      # Micro-batch 0 outside the loop gives the accumulators their dtypes.
+      loss, grads = micro_step(tf.nest.map_structure(lambda t: t[0], micro))
+
+      def body(i, loss, grads):
+        l, g = micro_step(tf.nest.map_structure(lambda t: t[i], micro))
+        return i + 1, loss + l, [a + b for a, b in zip(grads, g)]
+
+      _, loss, grads = tf.while_loop(lambda i, *_: i < n, body,
+                                     (tf.constant(1), loss, grads))
+    loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if self._loss_scaled:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    if self.clip_norm and self.clip_norm > 0:
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    finite = tf.math.is_finite(loss)
+    self._first_bad_step.assign(tf.where(
+        (self._first_bad_step < 0) & tf.logical_not(finite),
+        self.optimizer.iterations, self._first_bad_step))
+    self._bad_loss.assign(tf.where(
+        (self._first_bad_step == self.optimizer.iterations) & tf.logical_not(finite),
+        loss, self._bad_loss))
+    self.optimizer.apply_gradients(zip(grads, tvars),
+                                   experimental_aggregate_gradients=False)
+
+  def _micro_gradients(self, micro, dens):
+    """(loss, dense gradients, stats) of one micro-batch; the loss is the sum
+    of the task's loss numerators over the *global* denominators `dens`."""
+    task = self.task
+    tvars = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      outputs = self.model(task.model_inputs(micro), training=True)
+      stats = task.compute_stats(micro, outputs)
+      loss = tf.add_n([stats[k][0] / (dens[k] + 1e-5) for k in task.loss_names])
+      scaled = self.optimizer.get_scaled_loss(loss) if self._loss_scaled else loss
+    grads = tape.gradient(scaled, tvars)
+    # Dense: IndexedSlices from embedding lookups cannot be summed in a loop.
+    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+             for g, v in zip(grads, tvars)]
+    return loss, grads, stats
+
+  def train_loop_end(self):
+    bad = int(self._first_bad_step.numpy())
+    if bad >= 0:
+      raise NonFiniteLossError(
+          f"training loss is {float(self._bad_loss.numpy())} at step {bad + 1}; "
+          "stopped before writing a checkpoint (the last one in model_dir is "
+          "the last good state). Lower the learning rate, check the input "
+          "data of that step, or use float32.")
+    out = self._results()
+    step = int(self.optimizer.iterations.numpy())
+    start_time, start_step = self._loop_start
+    elapsed = max(time.time() - start_time, 1e-9)
+    steps = step - start_step
+    out["examples_per_second"] = steps * self.task.global_batch_size / elapsed
+    out["learning_rate"] = float(self._current_learning_rate())
+    if self._loss_scaled:
+      out["loss_scale"] = float(self.optimizer.loss_scale)
+    if self.log_fn is not None:
+      self.log_fn(self._progress_line(step, out, elapsed / max(steps, 1)))
+    self.last_train_results = out
+    return out
+
+  def _current_learning_rate(self):
+    lr = self.optimizer.learning_rate
+    if isinstance(lr, tf_keras.optimizers.schedules.LearningRateSchedule):
+      return lr(self.optimizer.iterations)
+    return lr
+
+  def _progress_line(self, step, out, seconds_per_step):
+    parts = [f"step {step}" + (f"/{self.train_steps}" if self.train_steps else "")]
+    parts += [f"{k} {v:.4f}" for k, v in out.items()
+              if k not in ("examples_per_second", "learning_rate")]
+    parts.append(f"lr {out['learning_rate']:.3g}")
+    parts.append(f"{out['examples_per_second']:.1f} ex/s")
+    if self.train_steps:
+      remaining = max(self.train_steps - step, 0) * seconds_per_step
+      parts.append("ETA " + time.strftime("%H:%M:%S", time.gmtime(remaining)))
+    return " | ".join(parts)
+
+  # ---------------------------------------------------------------- eval
+  def eval_begin(self):
+    self._reset()
+
+  def eval_step(self, iterator):
+    def step(features):
+      outputs = self.model(self.task.model_inputs(features), training=False)
+      self._record(self.task.compute_stats(features, outputs))
+    self.strategy.run(step, args=(next(iterator),))
+
+  def eval_end(self):
+    out = self._results()
+    if self.log_fn is not None:
+      self.log_fn("eval | step " + str(int(self.optimizer.iterations.numpy()))
+                  + " | " + " | ".join(f"{k} {v:.4f}" for k, v in out.items()))
+    return out

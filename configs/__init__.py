@@ -1,0 +1,1 @@
+"""Bundled gin configs (`bert-train --gin_file=NAME.gin` finds them by name)."""

@@ -1,0 +1,85 @@
+"""bert-train: pre-train or fine-tune with a gin config and the one training loop.
+
+  bert-train --gin_file=pretrain_tiny.gin --model_dir=/tmp/tiny \\
+      --gin_param='PretrainingTask.train_files="/data/*.tfrecord"'
+
+Gin files are paths or the names of bundled configs (bert/configs: for
+pre-training pretrain_{tiny,mini,small,medium,base,large}.gin). The task is
+`build_task.task_class` (default in the bundled files: PretrainingTask), the
+run `RuntimeConfig.*`, the optimiser `OptimizerConfig.*`. The flags
+--strategy, --mixed_precision, --jit_compile, --train_steps override the
+gin values. Running the same command again resumes from the newest
+checkpoint in --model_dir. The final gin config is written there as
+operative_config.gin.
+"""
+
+import os
+
+from absl import flags
+
+from bert.scripts import _cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_multi_string("gin_file", [], "Gin config file(s): paths or "
+                          "names of bundled configs.")
+flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. "
+                          "'RuntimeConfig.train_steps=100'.")
+flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
+                  "What to run.")
+flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, config.")
+flags.DEFINE_enum("strategy", None, ["one_device", "mirrored",
+                                     "multi_worker_mirrored", "tpu"],
+                  "Distribution strategy (multi_worker_mirrored reads "
+                  "TF_CONFIG); overrides RuntimeConfig.strategy.")
+flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
+flags.DEFINE_enum("mixed_precision", None,
+                  ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Precision policy; overrides RuntimeConfig.mixed_precision.")
+flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step; "
+                  "overrides RuntimeConfig.jit_compile.")
+flags.DEFINE_integer("train_steps", None,
+                     "Overrides RuntimeConfig.train_steps.")
+flags.mark_flags_as_required(["model_dir"])
+
+
+def _bindings():
+  overrides = dict(strategy=FLAGS.strategy, tpu=FLAGS.tpu,
+                   mixed_precision=FLAGS.mixed_precision,
+                   jit_compile=FLAGS.jit_compile, train_steps=FLAGS.train_steps)
+  return list(FLAGS.gin_param) + [f"RuntimeConfig.{k} = {v!r}"
+                                  for k, v in overrides.items() if v is not None]
+
+
+def main(argv):
+  del argv
+  import gin  # pylint: disable=g-import-not-at-top
+  from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
+  from bert import configs  # pylint: disable=g-import-not-at-top
+  from bert.training import run as runner  # pylint: disable=g-import-not-at-top
+
+  gin.add_config_file_search_path(os.path.dirname(configs.__file__))
+  files = []
+  for f in FLAGS.gin_file:
+    if not os.path.exists(f) and os.path.exists(
+        os.path.join(os.path.dirname(configs.__file__), f)):
+      f = os.path.join(os.path.dirname(configs.__file__), f)
+    if not os.path.exists(f):
+      raise FileNotFoundError(f"--gin_file {f}: no such file (and no bundled "
+                              f"config of that name)")
+    files.append(f)
+  gin.parse_config_files_and_bindings(files, _bindings())
+  task = runner.build_task()
+  results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
+                                  runner.RuntimeConfig(),
+                                  runner.OptimizerConfig())
+  with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:
+    f.write(gin.operative_config_str())
+  print("final: " + " | ".join(f"{k} {v:.4f}" for k, v in results.items()))
+
+
+def run():
+  _cli.run(main, __name__)
+
+
+if __name__ == "__main__":
+  run()

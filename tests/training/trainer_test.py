@@ -1,0 +1,169 @@
+"""The training loop: accumulation, NaN stop, precision, XLA, optimiser."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert.tasks import PretrainingTask
+from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
+                           build_optimizer, run_experiment)
+from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, small_config,
+                      tiny_pretraining_config)
+
+SEQ, PRED = PRETRAIN_SEQ, PRETRAIN_PRED
+
+
+@pytest.fixture
+def records(pretraining_records):
+  return pretraining_records
+
+
+def make_task(records, dropout=0.0, batch=8, cls=PretrainingTask):
+  return cls(tiny_pretraining_config(dropout), train_files=records, eval_files=records, seq_length=SEQ,
+             max_predictions_per_seq=PRED, global_batch_size=batch, seed=3)
+
+
+def train(task, model_dir, steps=3, **runtime):
+  runtime = RuntimeConfig(**dict(dict(train_steps=steps, steps_per_loop=steps,
+                                      strategy="one_device", seed=1), **runtime))
+  out = run_experiment(task, str(model_dir), "train", runtime,
+                       OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
+                       log_fn=None)
+  return out, model_weights(str(model_dir))
+
+
+def model_weights(model_dir, step=None):
+  path = (os.path.join(model_dir, f"ckpt-{step}") if step
+          else tf.train.latest_checkpoint(model_dir))
+  reader = tf.train.load_checkpoint(path)
+  return {n: reader.get_tensor(n) for n, _ in tf.train.list_variables(path)
+          if n.startswith("model/")}
+
+
+def max_diff(a, b):
+  assert a.keys() == b.keys()
+  return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+def test_grad_accumulation_equals_one_large_batch(records, tmp_path):
+  # 4 micro-batches of 2 == one batch of 8: the masked-LM loss is normalised
+  # by the real predictions of the whole batch, not of each micro-batch.
+  _, one = train(make_task(records), tmp_path / "one")
+  _, accumulated = train(make_task(records), tmp_path / "acc",
+                         grad_accumulation_steps=4)
+  assert max_diff(one, accumulated) <= 1e-5
+  # The run moved the weights (the comparison is not between two no-ops).
+  _, other = train(make_task(records), tmp_path / "shorter", steps=1)
+  assert max_diff(one, other) > 1e-3
+
+
+def test_training_lowers_the_loss_and_evaluates(records, tmp_path):
+  task = make_task(records, dropout=0.1, batch=16)
+  runtime = RuntimeConfig(train_steps=60, steps_per_loop=20, eval_interval=60,
+                          eval_steps=4, strategy="mirrored", seed=1)
+  lines = []
+  results = run_experiment(task, str(tmp_path), "train_and_eval", runtime,
+                           OptimizerConfig(learning_rate=2e-3, warmup_steps=5),
+                           log_fn=lines.append)
+  first = float(lines[0].split("| loss ")[1].split()[0])
+  last = float([l for l in lines if l.startswith("step 60")][0]
+               .split("| loss ")[1].split()[0])
+  assert last < first - 1.0, (first, last)
+  assert {"masked_lm_accuracy", "next_sentence_accuracy", "masked_lm_loss",
+          "next_sentence_loss", "loss"} <= results.keys()
+  assert any(l.startswith("eval | step 60") for l in lines)
+  assert "ETA" in lines[0] and "ex/s" in lines[0]
+  # TensorBoard scalars were written for training and evaluation.
+  tags = set()
+  for sub in ("train", "eval"):
+    for f in tf.io.gfile.glob(os.path.join(str(tmp_path), sub, "events.*")):
+      for e in tf.compat.v1.train.summary_iterator(f):
+        tags |= {v.tag for v in e.summary.value}
+  assert {"loss", "learning_rate", "examples_per_second",
+          "masked_lm_accuracy"} <= tags
+  # Eval mode alone restores the final checkpoint and gives the same metrics.
+  again = run_experiment(task, str(tmp_path), "eval", runtime, log_fn=None)
+  assert abs(again["loss"] - results["loss"]) < 1e-4
+
+
+class _NanAtStep5(PretrainingTask):
+  """Training data whose 5th batch has NaN loss weights."""
+
+  def build_inputs(self, input_context, training, start_step=0):
+    ds = super().build_inputs(input_context, training, start_step)
+    if not training:
+      return ds
+
+    def poison(i, batch):
+      batch = dict(batch)
+      bad = tf.equal(i + start_step, 4)
+      batch["masked_lm_weights"] = tf.where(
+          bad, batch["masked_lm_weights"] * np.nan, batch["masked_lm_weights"])
+      return batch
+
+    return ds.enumerate().map(poison)
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(records, tmp_path):
+  task = make_task(records, cls=_NanAtStep5)
+  with pytest.raises(NonFiniteLossError, match="at step 5"):
+    train(task, tmp_path, steps=8, steps_per_loop=2, checkpoint_interval=2)
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
+  weights = model_weights(str(tmp_path))
+  assert all(np.isfinite(w).all() for w in weights.values())
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy):
+  _, f32 = train(make_task(records), tmp_path / "f32")
+  out, mixed = train(make_task(records), tmp_path / policy,
+                     mixed_precision=policy)
+  assert np.isfinite(out["loss"])
+  if policy == "mixed_float16":
+    assert out["loss_scale"] > 1   # dynamic loss scaling is on
+  # Variables stay float32; 3 updates of lr 1e-3 land near the fp32 ones.
+  assert all(w.dtype == np.float32 for w in mixed.values())
+  assert max_diff(f32, mixed) < 5e-3
+
+
+def test_xla_matches_eager_graph(records, tmp_path):
+  _, plain = train(make_task(records), tmp_path / "plain")
+  _, xla = train(make_task(records), tmp_path / "xla", jit_compile=True)
+  assert max_diff(plain, xla) <= 1e-5
+
+
+def test_optimizer_schedule_and_weight_decay_exclusions():
+  opt = build_optimizer(OptimizerConfig(learning_rate=1e-3, num_train_steps=100,
+                                        warmup_steps=10))
+  lr = opt.learning_rate
+  # Linear decay from 1e-3 at step 0 to 0 at step 100; the warmup ramps
+  # linearly from 0 to the decayed value at its end (9e-4 at step 10).
+  np.testing.assert_allclose([float(lr(s)) for s in (0, 5, 10, 55, 100)],
+                             [0.0, 4.5e-4, 9e-4, 4.5e-4, 0.0], rtol=1e-6)
+  assert opt.weight_decay_rate == 0.01 and opt.gradient_clip_norm == 0.0
+  names = ["embeddings/layer_norm/gamma:0", "transformer/layer_0/qkv/bias:0",
+           "transformer/layer_0/attention_layer_norm/beta:0",
+           "transformer/layer_0/qkv/kernel:0", "embeddings/word_embeddings:0"]
+  assert [opt._do_use_weight_decay(n) for n in names] == [
+      False, False, False, True, True]
+  lamb = build_optimizer(OptimizerConfig(optimizer="lamb", num_train_steps=10))
+  assert type(lamb).__name__ == "LAMB"
+  with pytest.raises(ValueError, match="OptimizerConfig.optimizer"):
+    OptimizerConfig(optimizer="sgd")
+  with pytest.raises(ValueError, match="warmup_steps"):
+    OptimizerConfig(num_train_steps=10, warmup_steps=20)
+
+
+def test_bad_runtime_settings_fail_before_training(records, tmp_path):
+  with pytest.raises(ValueError, match="grad_accumulation_steps=3"):
+    train(make_task(records), tmp_path / "a", grad_accumulation_steps=3)
+  with pytest.raises(ValueError, match="RuntimeConfig.strategy"):
+    RuntimeConfig(strategy="gpu")
+  blocker = tmp_path / "file"
+  blocker.write_text("not a folder")
+  with pytest.raises(OSError, match="not writable"):
+    train(make_task(records), blocker / "model")
+  with pytest.raises(ValueError, match="seq_length=128 exceeds"):
+    PretrainingTask(small_config(), seq_length=128)
