@@ -1,0 +1,67 @@
+"""The bundled gin configs parse and describe the runs they claim to."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import gin
+import pytest
+
+from bert import BertConfig
+from bert import configs
+from bert.tasks import PretrainingTask  # noqa: F401  (registers with gin)
+from bert.training import OptimizerConfig, RuntimeConfig
+from bert.training.run import build_task
+from conftest import REPO_ROOT
+
+CONFIG_DIR = os.path.dirname(configs.__file__)
+
+
+def parse(name, *bindings):
+  gin.clear_config()
+  gin.add_config_file_search_path(CONFIG_DIR)
+  gin.parse_config_files_and_bindings([os.path.join(CONFIG_DIR, name)],
+                                      list(bindings))
+  try:
+    return build_task(), RuntimeConfig(), OptimizerConfig()
+  finally:
+    gin.clear_config()
+
+
+@pytest.mark.parametrize("size", ["tiny", "mini", "small", "medium", "base",
+                                  "large"])
+def test_pretraining_config_per_preset(size):
+  task, runtime, opt = parse(f"pretrain_{size}.gin")
+  assert isinstance(task, PretrainingTask)
+  assert task.config == BertConfig.preset(f"bert_{size}")
+  assert (task.seq_length, task.max_predictions_per_seq,
+          task.global_batch_size) == (128, 20, 256)
+  assert runtime.train_steps == 900_000 and opt.warmup_steps == 10_000
+  assert opt.optimizer == "adamw" and opt.weight_decay == 0.01
+  assert opt.clip_norm == 1.0
+  expected_lr = {"tiny": 5e-4, "mini": 5e-4, "small": 3e-4, "medium": 2e-4,
+                 "base": 1e-4, "large": 1e-4}[size]
+  assert opt.learning_rate == expected_lr
+
+
+def test_every_bundled_config_parses():
+  names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin")))
+  assert "pretrain_tiny_wikitext2.gin" in names
+  for name in names:
+    task, runtime, _ = parse(name)
+    assert task.global_batch_size > 0 and runtime.train_steps > 0
+
+
+def test_unknown_gin_parameter_is_an_error_naming_it():
+  with pytest.raises(ValueError, match="no_such_knob"):
+    parse("pretrain_tiny.gin", "PretrainingTask.no_such_knob = 3")
+
+
+def test_cli_help_lists_flags():
+  out = subprocess.run([sys.executable, "-m", "bert.scripts.train", "--help"],
+                       capture_output=True, text=True, cwd=REPO_ROOT,
+                       timeout=120).stdout
+  for flag in ("--gin_file", "--gin_param", "--mode", "--model_dir",
+               "--strategy", "--mixed_precision", "--jit_compile"):
+    assert flag in out
