@@ -18,15 +18,19 @@ from conftest import REPO_ROOT
 CONFIG_DIR = os.path.dirname(configs.__file__)
 
 
+@pytest.fixture(autouse=True)
+def clean_gin():
+  gin.clear_config()
+  yield
+  gin.clear_config()   # bindings must not leak into other tests
+
+
 def parse(name, *bindings):
   gin.clear_config()
   gin.add_config_file_search_path(CONFIG_DIR)
   gin.parse_config_files_and_bindings([os.path.join(CONFIG_DIR, name)],
                                       list(bindings))
-  try:
-    return build_task(), RuntimeConfig(), OptimizerConfig()
-  finally:
-    gin.clear_config()
+  return build_task(), RuntimeConfig(), OptimizerConfig()
 
 
 @pytest.mark.parametrize("size", ["tiny", "mini", "small", "medium", "base",
