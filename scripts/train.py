@@ -1,7 +1,15 @@
 """bert-train: pre-train or fine-tune with a gin config and the one training loop.
 
+  bert-train --task=glue_mrpc --init_checkpoint=CKPT --data_dir=glue/MRPC \\
+      --model_dir=/tmp/mrpc --mode=train_and_eval
   bert-train --gin_file=pretrain_tiny.gin --model_dir=/tmp/tiny \\
       --gin_param='PretrainingTask.train_files="/data/*.tfrecord"'
+
+--task=NAME reads the bundled NAME.gin (glue_cola, glue_sst2, glue_mrpc,
+glue_qqp, glue_stsb, glue_mnli, glue_qnli, glue_rte, glue_wnli,
+pretrain_tiny ... pretrain_large); --init_checkpoint and --data_dir set the
+configs' INIT_CHECKPOINT and DATA_DIR. --mode=predict writes the task's
+predictions (GLUE: test_results.tsv) into --model_dir.
 
 Gin files are paths or the names of bundled configs (bert/configs: for
 pre-training pretrain_{tiny,mini,small,medium,base,large}.gin). The task is
@@ -15,6 +23,7 @@ operative_config.gin.
 
 import os
 
+from absl import app
 from absl import flags
 
 from bert.scripts import _cli
@@ -24,7 +33,12 @@ flags.DEFINE_multi_string("gin_file", [], "Gin config file(s): paths or "
                           "names of bundled configs.")
 flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. "
                           "'RuntimeConfig.train_steps=100'.")
-flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval"],
+flags.DEFINE_string("task", None, "A bundled config by name (NAME.gin), "
+                    "e.g. glue_mrpc; combined with any --gin_file.")
+flags.DEFINE_string("init_checkpoint", None, "Checkpoint folder to start "
+                    "from (any format bert.checkpoints.load reads).")
+flags.DEFINE_string("data_dir", None, "The task's data folder.")
+flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval", "predict"],
                   "What to run.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, config.")
 flags.DEFINE_enum("strategy", None, ["one_device", "mirrored",
@@ -46,8 +60,11 @@ def _bindings():
   overrides = dict(strategy=FLAGS.strategy, tpu=FLAGS.tpu,
                    mixed_precision=FLAGS.mixed_precision,
                    jit_compile=FLAGS.jit_compile, train_steps=FLAGS.train_steps)
-  return list(FLAGS.gin_param) + [f"RuntimeConfig.{k} = {v!r}"
-                                  for k, v in overrides.items() if v is not None]
+  macros = dict(INIT_CHECKPOINT=FLAGS.init_checkpoint, DATA_DIR=FLAGS.data_dir)
+  return ([f"{k} = {v!r}" for k, v in macros.items() if v is not None]
+          + list(FLAGS.gin_param)
+          + [f"RuntimeConfig.{k} = {v!r}"
+             for k, v in overrides.items() if v is not None])
 
 
 def main(argv):
@@ -59,7 +76,7 @@ def main(argv):
 
   gin.add_config_file_search_path(os.path.dirname(configs.__file__))
   files = []
-  for f in FLAGS.gin_file:
+  for f in ([f"{FLAGS.task}.gin"] if FLAGS.task else []) + list(FLAGS.gin_file):
     if not os.path.exists(f) and os.path.exists(
         os.path.join(os.path.dirname(configs.__file__), f)):
       f = os.path.join(os.path.dirname(configs.__file__), f)
@@ -67,6 +84,8 @@ def main(argv):
       raise FileNotFoundError(f"--gin_file {f}: no such file (and no bundled "
                               f"config of that name)")
     files.append(f)
+  if not files:
+    raise app.UsageError("give --task or --gin_file")
   gin.parse_config_files_and_bindings(files, _bindings())
   task = runner.build_task()
   results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
@@ -74,7 +93,8 @@ def main(argv):
                                   runner.OptimizerConfig())
   with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:
     f.write(gin.operative_config_str())
-  print("final: " + " | ".join(f"{k} {v:.4f}" for k, v in results.items()))
+  if results:
+    print("final: " + " | ".join(f"{k} {v:.4f}" for k, v in results.items()))
 
 
 def run():

@@ -5,11 +5,12 @@ batches and returns NumPy arrays, so data creation scripts and exported
 models can never disagree about ids.
 """
 
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 
 
@@ -42,6 +43,7 @@ class Tokenizer:
     self._tokenize_with_offsets = tf.function(
         lambda t: self.layer.tokenize(t, with_offsets=True),
         input_signature=spec, autograph=False)
+    self._encoders = {}
 
   @property
   def lower_case(self) -> bool:
@@ -70,6 +72,38 @@ class Tokenizer:
       ids, starts, ends = self._tokenize_with_offsets(batch)
       out += list(zip(_split_rows(ids), _split_rows(starts), _split_rows(ends)))
     return out
+
+  def encode(self, texts_a: Sequence[str],
+             texts_b: Optional[Sequence[str]] = None,
+             seq_length: int = 128) -> Dict[str, np.ndarray]:
+    """Model inputs of single texts or pairs: int32 [n, seq_length] arrays
+    `input_word_ids`, `input_mask`, `input_type_ids`, packed as
+    [CLS] a [SEP] (b [SEP]) and truncated as the reference does."""
+    if texts_b is not None and len(texts_b) != len(texts_a):
+      raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second")
+    key = (seq_length, texts_b is not None)
+    if key not in self._encoders:
+      pack = BertPackInputs(seq_length, self.get_special_tokens_dict())
+      tokenize = self.layer.tokenize
+      if texts_b is None:
+        fn = lambda a: pack([tokenize(a)])
+        spec = [tf.TensorSpec([None], tf.string)]
+      else:
+        fn = lambda a, b: pack([tokenize(a), tokenize(b)])
+        spec = [tf.TensorSpec([None], tf.string)] * 2
+      self._encoders[key] = tf.function(fn, input_signature=spec,
+                                        autograph=False)
+    encoder = self._encoders[key]
+    parts = []
+    for i in range(0, len(texts_a), self.batch_size):
+      args = [tf.constant(list(texts_a[i:i + self.batch_size]), tf.string)]
+      if texts_b is not None:
+        args.append(tf.constant(list(texts_b[i:i + self.batch_size]), tf.string))
+      parts.append({k: v.numpy() for k, v in encoder(*args).items()})
+    if not parts:
+      return {k: np.zeros([0, seq_length], np.int32)
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
   def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
     return [self.vocab[int(i)] for i in ids]

@@ -23,6 +23,7 @@ compatibility decomposition (NFKC_Casefold-like: "ß" -> "ss", "½" -> "1⁄2",
 """
 
 import functools
+import os
 import unicodedata
 
 import numpy as np
@@ -80,16 +81,54 @@ def normalize_text(text: str, lower_case: bool) -> str:
                  else "" for c in text)
 
 
+# Bump when normalize_char changes: cached tables of other versions are ignored.
+_TABLE_VERSION = 1
+
+
+def _table_cache_file(lower_case: bool) -> str:
+  folder = os.environ.get("BERT_CACHE_DIR") or os.path.join(
+      os.path.expanduser("~"), ".cache", "bert_tf2")
+  return os.path.join(folder, f"codepoints_v{_TABLE_VERSION}_unicode"
+                      f"{unicodedata.unidata_version}_"
+                      f"{'uncased' if lower_case else 'cased'}.npy")
+
+
 @functools.lru_cache(maxsize=2)
 def codepoint_table(lower_case: bool) -> np.ndarray:
-  """int32 [TABLE_SIZE, MAX_EXPANSION]: output codepoints, -1 padded."""
+  """int32 [TABLE_SIZE, MAX_EXPANSION]: output codepoints, -1 padded.
+
+  Computing it takes ~1 s, so it is cached on disk (BERT_CACHE_DIR, default
+  ~/.cache/bert_tf2), keyed by this module's table version and Python's
+  Unicode database version; a cache that cannot be read or written is
+  ignored. Loaded with allow_pickle=False.
+  """
+  path = _table_cache_file(lower_case)
+  try:
+    table = np.load(path, allow_pickle=False)
+    if table.shape == (TABLE_SIZE, MAX_EXPANSION) and table.dtype == np.int32:
+      table.setflags(write=False)
+      return table
+  except (OSError, ValueError):
+    pass
+  table = _compute_codepoint_table(lower_case)
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp.npy"
+    np.save(tmp, table, allow_pickle=False)
+    os.replace(tmp, path)
+  except OSError:
+    pass
+  table.setflags(write=False)
+  return table
+
+
+def _compute_codepoint_table(lower_case: bool) -> np.ndarray:
   table = np.full((TABLE_SIZE, MAX_EXPANSION), -1, np.int32)
   for cp in range(TABLE_SIZE):
     out = normalize_char(cp, lower_case)
     if len(out) > MAX_EXPANSION:
       raise AssertionError(f"U+{cp:04X} expands to {len(out)} characters")
     table[cp, :len(out)] = [ord(c) for c in out]
-  table.setflags(write=False)
   return table
 
 

@@ -90,7 +90,9 @@ class BertTokenizer(tf_keras.layers.Layer):
     self.lower_case = bool(lower_case)
     self.tokenize_with_offsets = tokenize_with_offsets
     self.fast_path = fast_path
-    self._vocab = read_vocab(vocab_file)
+    # Bypasses Keras attribute tracking, which would wrap the 30k-token list
+    # and visit every element (~0.3 s per tokenizer).
+    object.__setattr__(self, "_vocab", tuple(read_vocab(vocab_file)))
     for token in (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]"):
       if token not in self._vocab:
         raise ValueError(f"vocab file {vocab_file} has no {token} token")

@@ -12,6 +12,7 @@ as one worker with the same global batch.
 
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -66,6 +67,25 @@ class Task:
 
   def initialize(self, model: tf_keras.Model) -> None:
     """Loads initial weights (e.g. a pre-trained encoder); default: none."""
+
+  def eval_outputs(self, features: Mapping[str, tf.Tensor],
+                   outputs: Mapping[str, tf.Tensor]
+                   ) -> Optional[Dict[str, tf.Tensor]]:
+    """Per-example tensors collected over a whole evaluation for
+    `eval_metrics` (e.g. logits and labels); None: only the stat sums."""
+    return None
+
+  def eval_metrics(self, collected: Dict[str, np.ndarray]) -> Dict[str, float]:
+    """Metrics of the whole evaluation from the collected `eval_outputs`."""
+    return {}
+
+  def num_train_steps(self) -> int:
+    """The run length when RuntimeConfig.train_steps is not set."""
+    raise ValueError(f"{type(self).__name__}: set RuntimeConfig.train_steps")
+
+  def predict(self, model: tf_keras.Model, output_dir: str) -> str:
+    """Writes predictions for the task's predict data; returns the path."""
+    raise NotImplementedError(f"{type(self).__name__} has no predict mode")
 
   @property
   def global_batch_size(self) -> int:

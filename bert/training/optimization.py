@@ -34,6 +34,7 @@ class OptimizerConfig:
   learning_rate: float = 1e-4
   num_train_steps: Optional[int] = None   # decay end; None = the run's steps
   warmup_steps: int = 0
+  warmup_fraction: Optional[float] = None   # overrides warmup_steps
   end_learning_rate: float = 0.0
   power: float = 1.0                  # polynomial decay power; 1 = linear
   weight_decay: float = 0.01
@@ -57,6 +58,9 @@ class OptimizerConfig:
                                  self.warmup_steps > self.num_train_steps):
       raise ValueError(f"OptimizerConfig.warmup_steps={self.warmup_steps} must "
                        f"be in [0, num_train_steps={self.num_train_steps}]")
+    if self.warmup_fraction is not None and not 0 <= self.warmup_fraction <= 1:
+      raise ValueError("OptimizerConfig.warmup_fraction must be in [0, 1], got "
+                       f"{self.warmup_fraction}")
     self.no_decay = tuple(self.no_decay)
 
 
@@ -64,6 +68,9 @@ def build_optimizer(config: OptimizerConfig):
   """A tf_keras (legacy) optimiser with the schedule of `config`."""
   if config.num_train_steps is None:
     raise ValueError("OptimizerConfig.num_train_steps is not set")
+  if config.warmup_fraction is not None:
+    config = dataclasses.replace(config, warmup_steps=int(
+        config.warmup_fraction * config.num_train_steps))
   params = dict(
       learning_rate=dict(type="polynomial", polynomial=dict(
           initial_learning_rate=config.learning_rate,

@@ -22,14 +22,14 @@ from bert.training import distribute
 from bert.training.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import Trainer
 
-MODES = ("train", "eval", "train_and_eval")
+MODES = ("train", "eval", "train_and_eval", "predict")
 
 
 @gin.configurable
 @dataclasses.dataclass
 class RuntimeConfig:
   """How a run is executed (the task and optimiser are configured apart)."""
-  train_steps: int = 1000
+  train_steps: Optional[int] = None   # None: the task's (e.g. from epochs)
   steps_per_loop: int = 100           # steps per tf.function call / log line
   checkpoint_interval: int = 1000     # steps; 0 = only at the end
   max_checkpoints: int = 5
@@ -47,7 +47,7 @@ class RuntimeConfig:
   def __post_init__(self):
     for name in ("train_steps", "steps_per_loop", "max_checkpoints",
                  "grad_accumulation_steps", "eval_interval"):
-      if getattr(self, name) < 1:
+      if getattr(self, name) is not None and getattr(self, name) < 1:
         raise ValueError(f"RuntimeConfig.{name} must be >= 1, got "
                          f"{getattr(self, name)}")
     if self.strategy not in distribute.STRATEGIES:
@@ -124,6 +124,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
   runtime = runtime or RuntimeConfig()
+  if runtime.train_steps is None:
+    runtime = dataclasses.replace(runtime, train_steps=task.num_train_steps())
   optimizer_config = optimizer_config or OptimizerConfig()
   if optimizer_config.num_train_steps is None:
     optimizer_config = dataclasses.replace(
@@ -156,15 +158,20 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
       checkpoint_interval=runtime.checkpoint_interval or None,
       init_fn=lambda: task.initialize(model))
   latest = tf.train.latest_checkpoint(model_dir)
-  if mode == "eval" or not chief:
+  if mode in ("eval", "predict") or not chief:
     # Restored here: eval needs no optimizer slots (expect_partial), and
     # non-chief workers resume from the chief's folder.
     if latest:
       checkpoint.restore(latest).expect_partial()
-    elif mode == "eval":
-      raise FileNotFoundError(f"mode=eval: no checkpoint in {model_dir}")
+    elif mode in ("eval", "predict"):
+      raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
     else:
       task.initialize(model)
+  if mode == "predict":
+    path = task.predict(model, model_dir)
+    if log_fn:
+      log_fn(f"predictions of {latest} written to {path}")
+    return {}
   trainer = Trainer(task, model, optimizer, strategy,
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,

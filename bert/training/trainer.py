@@ -15,6 +15,7 @@ and training stops at the end of the loop (before any checkpoint is written).
 import time
 from typing import Dict, Optional
 
+import numpy as np
 import orbit
 import tensorflow as tf
 import tf_keras
@@ -213,15 +214,26 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
   # ---------------------------------------------------------------- eval
   def eval_begin(self):
     self._reset()
+    return {}   # collected per-example outputs (Task.eval_outputs)
 
   def eval_step(self, iterator):
     def step(features):
       outputs = self.model(self.task.model_inputs(features), training=False)
       self._record(self.task.compute_stats(features, outputs))
-    self.strategy.run(step, args=(next(iterator),))
+      return self.task.eval_outputs(features, outputs) or {}
+    return self.strategy.run(step, args=(next(iterator),))
 
-  def eval_end(self):
+  def eval_reduce(self, state=None, step_outputs=None):
+    for name, value in (step_outputs or {}).items():
+      state.setdefault(name, []).extend(
+          np.asarray(v) for v in self.strategy.experimental_local_results(value))
+    return state
+
+  def eval_end(self, state=None):
     out = self._results()
+    if state:
+      out.update(self.task.eval_metrics(
+          {k: np.concatenate(v) for k, v in state.items()}))
     if self.log_fn is not None:
       self.log_fn("eval | step " + str(int(self.optimizer.iterations.numpy()))
                   + " | " + " | ".join(f"{k} {v:.4f}" for k, v in out.items()))

@@ -304,3 +304,22 @@ def test_casing_comes_from_the_checkpoint(tmp_path):
   ckpt.do_lower_case = None
   with pytest.raises(ValueError, match="pass lower_case"):
     BertTokenizer.from_checkpoint(ckpt)
+
+
+def test_codepoint_table_disk_cache(tmp_path, monkeypatch):
+  from bert.layers import _text_normalization as tn  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("BERT_CACHE_DIR", str(tmp_path))
+  tn.codepoint_table.cache_clear()
+  try:
+    first = tn.codepoint_table(True)                 # computed, then written
+    path = tn._table_cache_file(True)
+    assert os.path.exists(path)
+    np.testing.assert_array_equal(first, tn._compute_codepoint_table(True))
+    tn.codepoint_table.cache_clear()
+    np.testing.assert_array_equal(tn.codepoint_table(True), first)   # read back
+    with open(path, "wb") as f:                      # a corrupt cache is ignored
+      f.write(b"not an npy file")
+    tn.codepoint_table.cache_clear()
+    np.testing.assert_array_equal(tn.codepoint_table(True), first)
+  finally:
+    tn.codepoint_table.cache_clear()

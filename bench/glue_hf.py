@@ -1,0 +1,114 @@
+"""The GLUE fine-tuning recipe of `configs/glue_*.gin`, run with Hugging Face
+`transformers` in PyTorch (CPU) from the same weights, for the README's
+comparison table.
+
+  python -m bench.glue_hf --task=mrpc --model=MINILM_DIR --data_dir=glue/MRPC
+  python -m bench.glue_hf --task=sst-2 --model=MINILM_DIR --data_dir=glue/SST-2 \\
+      --max_train_examples=10000 --seq_length=64
+
+Same data readers (ours, so the same examples in the same order), same
+hyper-parameters: batch 32, 3 epochs, AdamW lr 5e-5 (betas 0.9/0.999, eps
+1e-6, weight decay 0.01 except LayerNorm weights and biases), 10% linear
+warmup then linear decay, global-norm clipping 1.0, dropout 0.1, the same seq
+length and seed. Prints the dev metrics as one JSON line.
+"""
+
+import argparse
+import json
+import math
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from bert.data import classification_data as cd
+from bert.tasks.metrics import classification_metrics
+
+
+def encode(tokenizer, examples, seq_length):
+  a = [e.text_a for e in examples]
+  b = [e.text_b for e in examples] if examples[0].text_b is not None else None
+  enc = tokenizer(a, b, truncation="longest_first", max_length=seq_length,
+                  padding="max_length", return_tensors="pt")
+  return enc
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("--task", required=True)
+  p.add_argument("--model", required=True)
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--seq_length", type=int, default=128)
+  p.add_argument("--batch_size", type=int, default=32)
+  p.add_argument("--epochs", type=float, default=3.0)
+  p.add_argument("--learning_rate", type=float, default=5e-5)
+  p.add_argument("--max_train_examples", type=int, default=0)
+  p.add_argument("--seed", type=int, default=42)
+  p.add_argument("--threads", type=int, default=2)
+  args = p.parse_args()
+
+  torch.manual_seed(args.seed)
+  torch.set_num_threads(args.threads)
+  layout = cd.glue_layout(args.task)
+  train = cd.read_glue(args.task, f"{args.data_dir}/train.tsv", "train")
+  if args.max_train_examples:
+    train = train[:args.max_train_examples]
+  dev = cd.read_glue(args.task, f"{args.data_dir}/{layout.dev_files[0]}", "dev")
+  labels = list(layout.labels)
+  tokenizer = transformers.BertTokenizerFast(f"{args.model}/vocab.txt",
+                                             do_lower_case=True)
+  model = transformers.BertForSequenceClassification.from_pretrained(
+      args.model, num_labels=len(labels), hidden_dropout_prob=0.1,
+      attention_probs_dropout_prob=0.1)
+  x_train = encode(tokenizer, train, args.seq_length)
+  y_train = torch.tensor([labels.index(e.label) for e in train])
+  x_dev = encode(tokenizer, dev, args.seq_length)
+  y_dev = np.array([labels.index(e.label) for e in dev])
+
+  steps = int(math.ceil(len(train) * args.epochs / args.batch_size))
+  decay = [p for n, p in model.named_parameters()
+           if not any(k in n for k in ("LayerNorm", "bias"))]
+  no_decay = [p for n, p in model.named_parameters()
+              if any(k in n for k in ("LayerNorm", "bias"))]
+  optimizer = torch.optim.AdamW(
+      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
+      lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
+  schedule = transformers.get_linear_schedule_with_warmup(
+      optimizer, int(0.1 * steps), steps)
+  generator = torch.Generator().manual_seed(args.seed)
+  order = torch.cat([torch.randperm(len(train), generator=generator)
+                     for _ in range(int(math.ceil(args.epochs)) + 1)])
+  model.train()
+  start = time.time()
+  for step in range(steps):
+    idx = order[step * args.batch_size:(step + 1) * args.batch_size]
+    out = model(input_ids=x_train["input_ids"][idx],
+                attention_mask=x_train["attention_mask"][idx],
+                token_type_ids=x_train["token_type_ids"][idx], labels=y_train[idx])
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+    if (step + 1) % 50 == 0:
+      print(f"step {step + 1}/{steps} loss {out.loss.item():.4f} "
+            f"{(step + 1) * args.batch_size / (time.time() - start):.1f} ex/s",
+            flush=True)
+  model.eval()
+  predictions = []
+  with torch.no_grad():
+    for i in range(0, len(dev), 64):
+      logits = model(input_ids=x_dev["input_ids"][i:i + 64],
+                     attention_mask=x_dev["attention_mask"][i:i + 64],
+                     token_type_ids=x_dev["token_type_ids"][i:i + 64]).logits
+      predictions.append(logits.argmax(-1).numpy())
+  result = classification_metrics(y_dev, np.concatenate(predictions),
+                                  layout.metrics)
+  result.update(task=args.task, train_examples=len(train), steps=steps,
+                seconds=round(time.time() - start, 1))
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,210 @@
+"""Readers for sentence(-pair) classification and regression data.
+
+GLUE's original TSV layouts (as `download_glue_data.py` writes them: UTF-8,
+a header row on all but CoLA's train/dev, a BOM on some files, and `"` that
+is *not* a quote character), and a generic reader for TSV/CSV/JSONL files
+with named columns. Every problem names the file and line.
+"""
+
+import csv
+import dataclasses
+import json
+import logging
+import os
+from typing import Dict, List, Optional, Sequence, Union
+
+Label = Union[str, float, None]
+
+
+@dataclasses.dataclass
+class Example:
+  """One input: one or two texts and a label (None in test sets)."""
+  guid: str
+  text_a: str
+  text_b: Optional[str] = None
+  label: Label = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueLayout:
+  """Columns of one GLUE task's TSV files (0-based; -1 = last column)."""
+  text_a: int
+  text_b: Optional[int]
+  label: Optional[int]
+  labels: Optional[Sequence[str]]           # None: regression
+  header: bool = True
+  test_text_a: int = 1
+  test_text_b: Optional[int] = None
+  test_header: bool = True
+  metrics: Sequence[str] = ("accuracy",)
+  skip_short_rows: bool = False             # the original skips bad QQP rows
+  dev_files: Sequence[str] = ("dev.tsv",)
+  test_files: Sequence[str] = ("test.tsv",)
+
+
+GLUE_TASKS: Dict[str, GlueLayout] = {
+    "cola": GlueLayout(text_a=3, text_b=None, label=1, labels=("0", "1"),
+                       header=False, metrics=("mcc", "accuracy")),
+    "sst-2": GlueLayout(text_a=0, text_b=None, label=1, labels=("0", "1")),
+    "mrpc": GlueLayout(text_a=3, text_b=4, label=0, labels=("0", "1"),
+                       test_text_a=3, test_text_b=4, metrics=("accuracy", "f1")),
+    "qqp": GlueLayout(text_a=3, text_b=4, label=5, labels=("0", "1"),
+                      test_text_a=1, test_text_b=2, metrics=("accuracy", "f1"),
+                      skip_short_rows=True),
+    "sts-b": GlueLayout(text_a=7, text_b=8, label=-1, labels=None,
+                        test_text_a=7, test_text_b=8,
+                        metrics=("pearson", "spearman")),
+    "mnli": GlueLayout(text_a=8, text_b=9, label=-1,
+                       labels=("contradiction", "entailment", "neutral"),
+                       test_text_a=8, test_text_b=9,
+                       dev_files=("dev_matched.tsv", "dev_mismatched.tsv"),
+                       test_files=("test_matched.tsv", "test_mismatched.tsv")),
+    "qnli": GlueLayout(text_a=1, text_b=2, label=-1,
+                       labels=("entailment", "not_entailment"), test_text_b=2),
+    "rte": GlueLayout(text_a=1, text_b=2, label=-1,
+                      labels=("entailment", "not_entailment"), test_text_b=2),
+    "wnli": GlueLayout(text_a=1, text_b=2, label=-1, labels=("0", "1"),
+                       test_text_b=2),
+}
+GLUE_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
+                "sst_2": "sst-2"}
+
+
+class DataError(ValueError):
+  """Malformed input data; the message names the file and line."""
+
+
+def glue_layout(task: str) -> GlueLayout:
+  name = GLUE_ALIASES.get(task.lower(), task.lower())
+  if name not in GLUE_TASKS:
+    raise ValueError(f"unknown GLUE task {task!r}; known: {', '.join(GLUE_TASKS)}")
+  return GLUE_TASKS[name]
+
+
+def _tsv_rows(path: str):
+  """(line number, columns) of a TSV file; `"` is an ordinary character."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  with open(path, "r", encoding="utf-8-sig", newline="") as f:
+    for number, line in enumerate(f, start=1):
+      line = line.rstrip("\r\n")
+      if line:
+        yield number, line.split("\t")
+
+
+def _column(row, index, path, number, what):
+  try:
+    return row[index]
+  except IndexError:
+    raise DataError(f"{path}:{number}: row has {len(row)} column(s), {what} "
+                    f"is column {index if index >= 0 else len(row) + index}")
+
+
+def read_glue(task: str, path: str, split: str = "train",
+              log=logging.warning) -> List[Example]:
+  """Examples of one GLUE file; `split` "test" reads the unlabelled layout."""
+  layout = glue_layout(task)
+  test = split == "test"
+  header = layout.test_header if test else layout.header
+  col_a = layout.test_text_a if test else layout.text_a
+  col_b = layout.test_text_b if test else layout.text_b
+  examples, skipped = [], 0
+  for number, row in _tsv_rows(path):
+    if header and number == 1:
+      continue
+    needed = max(c if c >= 0 else 0 for c in
+                 [col_a, col_b or 0] + ([] if test else [layout.label])) + 1
+    if len(row) < needed and layout.skip_short_rows:
+      skipped += 1
+      continue
+    text_a = _column(row, col_a, path, number, "text_a")
+    text_b = _column(row, col_b, path, number, "text_b") if col_b is not None else None
+    label = None
+    if not test:
+      raw = _column(row, layout.label, path, number, "the label")
+      label = _parse_label(raw, layout.labels, path, number)
+    examples.append(Example(f"{split}-{number}", text_a, text_b, label))
+  if skipped:
+    log(f"{path}: skipped {skipped} row(s) with missing columns, as the "
+        "original GLUE processor does")
+  if not examples:
+    raise DataError(f"{path}: no examples")
+  return examples
+
+
+def _parse_label(raw: str, labels: Optional[Sequence[str]], path, number) -> Label:
+  if labels is None:
+    try:
+      return float(raw)
+    except ValueError:
+      raise DataError(f"{path}:{number}: regression label {raw!r} is not a "
+                      "number") from None
+  if raw not in labels:
+    raise DataError(f"{path}:{number}: label {raw!r} is not one of "
+                    f"{list(labels)}")
+  return raw
+
+
+def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
+                 label: Optional[str] = None,
+                 labels: Optional[Sequence[str]] = None) -> List[Example]:
+  """Examples from a TSV, CSV (with a header row) or JSON-lines file.
+
+  Columns are named: `text_a`, `text_b`, `label` are header names (TSV/CSV)
+  or keys (JSONL). With `labels`, labels must be among them (as strings);
+  without, a label column is read as a float (regression).
+  """
+  ext = os.path.splitext(path)[1].lower()
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  wanted = [c for c in (text_a, text_b, label) if c]
+  rows = []
+  with open(path, "r", encoding="utf-8-sig", newline="") as f:
+    if ext in (".jsonl", ".json"):
+      for number, line in enumerate(f, start=1):
+        if not line.strip():
+          continue
+        try:
+          record = json.loads(line)
+        except json.JSONDecodeError as e:
+          raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+          raise DataError(f"{path}:{number}: expected a JSON object per line")
+        rows.append((number, record))
+    elif ext in (".tsv", ".csv", ".txt"):
+      if ext == ".csv":
+        reader = csv.reader(f)
+      else:
+        reader = (line.rstrip("\r\n").split("\t") for line in f)
+      header = None
+      for number, row in enumerate(reader, start=1):
+        if not row or row == [""]:
+          continue
+        if header is None:
+          header = row
+          missing = [c for c in wanted if c not in header]
+          if missing:
+            raise DataError(f"{path}:{number}: header {header} has no column "
+                            f"{missing[0]!r}")
+          continue
+        if len(row) != len(header):
+          raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
+                          f"has {len(header)}")
+        rows.append((number, dict(zip(header, row))))
+    else:
+      raise DataError(f"{path}: unknown extension {ext!r} (use .tsv, .csv or "
+                      ".jsonl)")
+  examples = []
+  for number, record in rows:
+    for c in wanted:
+      if c not in record:
+        raise DataError(f"{path}:{number}: no field {c!r}")
+    value = None
+    if label:
+      value = _parse_label(str(record[label]), labels, path, number)
+    examples.append(Example(f"{os.path.basename(path)}-{number}",
+                            str(record[text_a]),
+                            str(record[text_b]) if text_b else None, value))
+  if not examples:
+    raise DataError(f"{path}: no examples")
+  return examples

@@ -1,0 +1,100 @@
+"""ClassificationTask end to end: train, evaluate, predict, initialise."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert import checkpoints
+from bert.tasks import ClassificationTask
+from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
+from conftest import minilm_dir, small_config
+
+WORDS = ("the movie was a story of people and places with some music and "
+         "long scenes").split()
+
+
+def write_data(folder, n, seed, regression=False):
+  rng = np.random.RandomState(seed)
+  rows = ["text\tlabel"]
+  for _ in range(n):
+    words = list(rng.choice(WORDS, 8))
+    good = rng.rand() < 0.5
+    words.insert(rng.randint(0, 8), "good" if good else "bad")
+    label = (f"{4.0 if good else 1.0}" if regression
+             else ("pos" if good else "neg"))
+    rows.append(" ".join(words) + "\t" + label)
+  path = os.path.join(folder, f"data{seed}.tsv")
+  with open(path, "w") as f:
+    f.write("\n".join(rows) + "\n")
+  return path
+
+
+def make_task(tmp_path, regression=False, epochs=4, **kwargs):
+  vocab = os.path.join(minilm_dir(), "vocab.txt")
+  return ClassificationTask(
+      bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
+      vocab_file=vocab, do_lower_case=True, seq_length=32, global_batch_size=16,
+      eval_batch_size=32, train_file=write_data(str(tmp_path), 256, 0, regression),
+      eval_file=write_data(str(tmp_path), 96, 1, regression),
+      predict_file=write_data(str(tmp_path), 40, 2, regression),
+      text_a_column="text", label_column="label",
+      labels=None if regression else ["neg", "pos"], regression=regression,
+      num_train_epochs=epochs, **kwargs)
+
+
+def test_classification_learns_and_predicts(tmp_path):
+  task = make_task(tmp_path)
+  assert task.num_train_steps() == 64          # 256 * 4 / 16
+  lines = []
+  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+                           RuntimeConfig(steps_per_loop=16, strategy="one_device"),
+                           OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),
+                           log_fn=lines.append)
+  assert results["accuracy"] > 0.9 and results["f1"] > 0.9, results
+  assert any(l.startswith("step 64/64") for l in lines)
+  run_experiment(task, str(tmp_path / "model"), "predict",
+                 RuntimeConfig(strategy="one_device"), log_fn=None)
+  rows = [list(map(float, l.split("\t"))) for l in
+          open(tmp_path / "model" / "test_results.tsv").read().splitlines()]
+  assert len(rows) == 40 and all(len(r) == 2 for r in rows)
+  assert np.allclose([sum(r) for r in rows], 1.0, atol=1e-5)
+  predict_labels = [l.split("\t")[1] for l in
+                    open(tmp_path / "data2.tsv").read().splitlines()[1:]]
+  predicted = ["pos" if r[1] > 0.5 else "neg" for r in rows]
+  assert np.mean([a == b for a, b in zip(predicted, predict_labels)]) > 0.9
+
+
+def test_regression_learns(tmp_path):
+  task = make_task(tmp_path, regression=True, epochs=8)
+  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+                           RuntimeConfig(steps_per_loop=16, strategy="one_device"),
+                           OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),
+                           log_fn=None)
+  assert results["pearson"] > 0.9 and results["spearman"] > 0.8, results
+  assert results["loss"] < 1.0         # MSE; predicting the mean gives 2.25
+
+
+def test_init_checkpoint_gives_encoder_weights_vocab_and_casing(tmp_path):
+  task = ClassificationTask(
+      init_checkpoint=minilm_dir(), train_file=write_data(str(tmp_path), 8, 0),
+      text_a_column="text", label_column="label", labels=["neg", "pos"])
+  assert task.tokenizer.lower_case is True
+  model = task.build_model()
+  task.initialize(model)
+  reference = checkpoints.load(minilm_dir()).encoder
+  for a, b in zip(model.encoder.get_weights(), reference.get_weights()):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_bad_settings_are_named(tmp_path):
+  with pytest.raises(ValueError, match="labels"):
+    ClassificationTask(bert_config=small_config(), vocab_file="v", do_lower_case=True)
+  with pytest.raises(ValueError, match="unknown GLUE task"):
+    ClassificationTask(glue_task="squad", bert_config=small_config())
+  with pytest.raises(ValueError, match="vocab .* has 30522 tokens but the "
+                     "model's vocab_size is 100"):
+    ClassificationTask(bert_config=small_config(), labels=["a", "b"],
+                       vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+                       do_lower_case=True, seq_length=32)
