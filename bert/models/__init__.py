@@ -2,5 +2,7 @@
 
 from bert.models.bert_classifier import BertClassifier
 from bert.models.bert_pretrainer import BertPretrainer, build_pretraining_heads
+from bert.models.bert_token_classifier import BertTokenClassifier
 
-__all__ = ["BertClassifier", "BertPretrainer", "build_pretraining_heads"]
+__all__ = ["BertClassifier", "BertPretrainer", "BertTokenClassifier",
+           "build_pretraining_heads"]

@@ -2,8 +2,10 @@
 
 from bert.tasks.base import Task
 from bert.tasks.classification import ClassificationTask
+from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.pretraining import (PretrainingTask, pretraining_losses,
                                     pretraining_stats)
+from bert.tasks.token_classification import TokenClassificationTask
 
-__all__ = ["ClassificationTask", "PretrainingTask", "Task", "pretraining_losses",
-           "pretraining_stats"]
+__all__ = ["ClassificationTask", "FinetuningTask", "PretrainingTask", "Task",
+           "TokenClassificationTask", "pretraining_losses", "pretraining_stats"]

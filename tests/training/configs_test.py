@@ -10,10 +10,10 @@ import pytest
 
 from bert import BertConfig
 from bert import configs
-from bert.tasks import PretrainingTask  # noqa: F401  (registers with gin)
+from bert.tasks import PretrainingTask  # registers the tasks with gin
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.training.run import build_task
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, minilm_dir
 
 CONFIG_DIR = os.path.dirname(configs.__file__)
 
@@ -51,10 +51,21 @@ def test_pretraining_config_per_preset(size):
 
 def test_every_bundled_config_parses():
   names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin")))
-  assert "pretrain_tiny_wikitext2.gin" in names
+  assert {"pretrain_tiny_wikitext2.gin", "glue_mrpc.gin", "ner_wnut17.gin"} <= set(names)
+  glue = {n for n in names if n.startswith("glue_")}
+  assert len(glue) == 9
   for name in names:
-    task, runtime, _ = parse(name)
-    assert task.global_batch_size > 0 and runtime.train_steps > 0
+    pretraining = name.startswith("pretrain")
+    bindings = [] if pretraining else [f"INIT_CHECKPOINT = '{minilm_dir()}'"]
+    task, runtime, opt = parse(name, *bindings)
+    assert task.global_batch_size > 0
+    if pretraining:
+      assert runtime.train_steps > 0
+    else:
+      assert runtime.train_steps is None and opt.warmup_fraction == 0.1
+      assert task.config.hidden_size == 384        # MiniLM from INIT_CHECKPOINT
+  task, _, _ = parse("glue_stsb.gin", f"INIT_CHECKPOINT = '{minilm_dir()}'")
+  assert task.regression and task.metric_names == ("pearson", "spearman")
 
 
 def test_unknown_gin_parameter_is_an_error_naming_it():

@@ -1,0 +1,46 @@
+"""`BertTokenClassifier`: an encoder and a per-token classification head."""
+
+import tensorflow as tf
+import tf_keras
+
+from bert.layers._util import initializer
+from bert.networks.encoder_scaffold import EncoderScaffold
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class BertTokenClassifier(tf_keras.Model):
+  """Token classification (e.g. NER) on `sequence_output`.
+
+  Inputs: the encoder's dict. Output: float32 `logits` [batch, seq,
+  num_classes]: dropout + dense on every token's final hidden state.
+  """
+
+  def __init__(self, encoder: EncoderScaffold, num_classes: int,
+               dropout_rate: float = 0.1, **kwargs):
+    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
+              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+    sequence = encoder(inputs)["sequence_output"]            # [b, s, hidden]
+    dropout = tf_keras.layers.Dropout(dropout_rate)
+    dense = tf_keras.layers.Dense(
+        num_classes, name="token_logits",
+        kernel_initializer=initializer(getattr(
+            getattr(encoder, "config", None), "initializer_range", 0.02)))
+    logits = tf_keras.layers.Activation("linear", dtype="float32")(
+        dense(dropout(sequence)))
+    kwargs.setdefault("name", "bert_token_classifier")
+    super().__init__(inputs=inputs, outputs=dict(logits=logits), **kwargs)
+    self.encoder = encoder
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+
+  def get_config(self):
+    return dict(encoder=tf_keras.layers.serialize(self.encoder),
+                num_classes=self.num_classes, dropout_rate=self.dropout_rate,
+                name=self.name)
+
+  @classmethod
+  def from_config(cls, config, custom_objects=None):
+    config = dict(config)
+    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
+                                          custom_objects=custom_objects)
+    return cls(encoder, **config)

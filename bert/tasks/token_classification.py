@@ -1,0 +1,119 @@
+"""Token classification (NER) on CoNLL-style files.
+
+Labels sit on the first word piece of each word (the others are ignored by
+the loss); evaluation is entity-level precision/recall/F1 with `seqeval`
+(CoNLL semantics: an entity counts only if its type and both ends match);
+predict mode writes `predictions.conll` (token, gold tag if any, predicted
+tag) in the input's sentence order.
+"""
+
+import os
+from typing import Dict, List, Optional, Sequence
+
+import gin
+import numpy as np
+import tensorflow as tf
+from seqeval import metrics as seqeval_metrics
+
+from bert.data import ner_data
+from bert.models.bert_token_classifier import BertTokenClassifier
+from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.finetuning import FinetuningTask
+
+
+def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
+                   ) -> Dict[str, float]:
+  """Entity-level precision, recall and F1 (seqeval, CoNLL evaluation)."""
+  return dict(
+      precision=float(seqeval_metrics.precision_score(gold, predicted)),
+      recall=float(seqeval_metrics.recall_score(gold, predicted)),
+      f1=float(seqeval_metrics.f1_score(gold, predicted)))
+
+
+@gin.configurable
+class TokenClassificationTask(FinetuningTask):
+  """Fine-tunes a BERT encoder to tag words (e.g. WNUT-17, CoNLL-2003).
+
+  Args:
+    train_file, eval_file, predict_file: CoNLL files (the predict file may
+      have tags; they are then written next to the predictions).
+    data_dir: joined to relative file names.
+    labels: tag set; default: the training file's tags ("O" first).
+    Others: see FinetuningTask.
+  """
+
+  loss_names = ("loss",)
+  stat_names = ("loss", "accuracy")
+
+  def __init__(self, train_file: str = "", eval_file: str = "",
+               predict_file: str = "", data_dir: str = "",
+               labels: Optional[Sequence[str]] = None, **kwargs):
+    self.files = {k: os.path.join(data_dir, v) if v else ""
+                  for k, v in dict(train=train_file, eval=eval_file,
+                                   predict=predict_file).items()}
+    self._labels = list(labels) if labels else None
+    self._sentences: Dict[str, List[ner_data.Sentence]] = {}
+    super().__init__(**kwargs)
+
+  @property
+  def labels(self) -> List[str]:
+    if self._labels is None:
+      self._labels = ner_data.label_list(self.sentences("train"))
+    return self._labels
+
+  def sentences(self, split: str) -> List[ner_data.Sentence]:
+    if split not in self._sentences:
+      path = self.files[split]
+      if not path:
+        raise ValueError(f"TokenClassificationTask.{split}_file is not set")
+      sentences = ner_data.read_conll(path, has_tags=split != "predict" or None)
+      self._sentences[split] = sentences
+      has_tags = sentences[0].tags is not None
+      if has_tags and (split != "train" or self._labels is not None):
+        ner_data.check_tags(sentences, self.labels, path)
+    return self._sentences[split]
+
+  def encode(self, split):
+    sentences = self.sentences(split)
+    return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
+                                     self.labels)
+
+  def build_model(self):
+    return BertTokenClassifier(BertEncoder(self.config), len(self.labels),
+                               dropout_rate=self.dropout_rate)
+
+  def _weights(self, features):
+    return tf.cast(features["label_ids"] >= 0, tf.float32)
+
+  def loss_denominators(self, features):
+    return dict(loss=tf.reduce_sum(self._weights(features)))
+
+  def compute_stats(self, features, outputs):
+    logits = outputs["logits"]                            # [b, s, labels]
+    weights = self._weights(features)
+    labels = tf.maximum(tf.cast(features["label_ids"], tf.int32), 0)
+    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               labels), tf.float32)
+    n = tf.reduce_sum(weights)
+    return dict(loss=(tf.reduce_sum(per_token * weights), n),
+                accuracy=(tf.reduce_sum(correct * weights), n))
+
+  def eval_outputs(self, features, outputs):
+    return dict(predicted=tf.argmax(outputs["logits"], -1, output_type=tf.int32))
+
+  def eval_metrics(self, collected):
+    sentences = self.sentences("eval")
+    predicted = ner_data.word_predictions(sentences, self.features("eval"),
+                                          collected["predicted"], self.labels)
+    return entity_metrics([s.tags for s in sentences], predicted)
+
+  def predict(self, model, output_dir: str) -> str:
+    sentences = self.sentences("predict")
+    predicted_ids = self.logits(model, "predict").argmax(-1)
+    predicted = ner_data.word_predictions(sentences, self.features("predict"),
+                                          predicted_ids, self.labels)
+    path = os.path.join(output_dir, "predictions.conll")
+    ner_data.write_conll(path, sentences, predicted)
+    return path
