@@ -1,0 +1,100 @@
+"""The NER recipe of `configs/ner_wnut17.gin` with Hugging Face `transformers`
+(PyTorch, CPU) from the same weights, for the README's comparison table.
+
+  python -m bench.ner_hf --model=MINILM_DIR --data_dir=ner/wnut17
+
+Identical input rows (our CoNLL reader and first-piece label alignment, so
+both models see the same ids and labels), identical hyper-parameters (batch
+32, 3 epochs, AdamW lr 5e-5, betas 0.9/0.999, eps 1e-6, weight decay 0.01
+except LayerNorm/bias, 10% warmup + linear decay, clipping 1.0, dropout 0.1,
+seq 128, seed 42) and the same seqeval entity F1 on the test file.
+"""
+
+import argparse
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from bert.data import ner_data
+from bert.data.tokenization import Tokenizer
+from bert.tasks.token_classification import entity_metrics
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("--model", required=True)
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--train_file", default="wnut17train.conll")
+  p.add_argument("--eval_file", default="emerging.test.annotated")
+  p.add_argument("--seq_length", type=int, default=128)
+  p.add_argument("--batch_size", type=int, default=32)
+  p.add_argument("--epochs", type=float, default=3.0)
+  p.add_argument("--learning_rate", type=float, default=5e-5)
+  p.add_argument("--seed", type=int, default=42)
+  p.add_argument("--threads", type=int, default=2)
+  args = p.parse_args()
+  torch.manual_seed(args.seed)
+  torch.set_num_threads(args.threads)
+
+  tokenizer = Tokenizer(os.path.join(args.model, "vocab.txt"), lower_case=True)
+  train = ner_data.read_conll(os.path.join(args.data_dir, args.train_file))
+  test = ner_data.read_conll(os.path.join(args.data_dir, args.eval_file))
+  labels = ner_data.label_list(train)
+  f_train = ner_data.encode_sentences(train, tokenizer, args.seq_length, labels)
+  f_test = ner_data.encode_sentences(test, tokenizer, args.seq_length, labels)
+  as_t = lambda f, k: torch.tensor(f[k], dtype=torch.long)
+  model = transformers.BertForTokenClassification.from_pretrained(
+      args.model, num_labels=len(labels), hidden_dropout_prob=0.1,
+      attention_probs_dropout_prob=0.1)
+
+  n = len(f_train["input_word_ids"])
+  steps = int(math.ceil(n * args.epochs / args.batch_size))
+  decay = [p for name, p in model.named_parameters()
+           if not any(k in name for k in ("LayerNorm", "bias"))]
+  no_decay = [p for name, p in model.named_parameters()
+              if any(k in name for k in ("LayerNorm", "bias"))]
+  optimizer = torch.optim.AdamW(
+      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
+      lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
+  schedule = transformers.get_linear_schedule_with_warmup(
+      optimizer, int(0.1 * steps), steps)
+  generator = torch.Generator().manual_seed(args.seed)
+  order = torch.cat([torch.randperm(n, generator=generator)
+                     for _ in range(int(math.ceil(args.epochs)) + 1)])
+  ids, mask, types = (as_t(f_train, k) for k in
+                      ("input_word_ids", "input_mask", "input_type_ids"))
+  y = as_t(f_train, "label_ids").masked_fill(as_t(f_train, "label_ids") < 0, -100)
+  model.train()
+  start = time.time()
+  for step in range(steps):
+    idx = order[step * args.batch_size:(step + 1) * args.batch_size]
+    out = model(input_ids=ids[idx], attention_mask=mask[idx],
+                token_type_ids=types[idx], labels=y[idx])
+    out.loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad()
+    if (step + 1) % 50 == 0:
+      print(f"step {step + 1}/{steps} loss {out.loss.item():.4f}", flush=True)
+  model.eval()
+  predicted = []
+  with torch.no_grad():
+    for i in range(0, len(f_test["input_word_ids"]), 64):
+      logits = model(input_ids=as_t(f_test, "input_word_ids")[i:i + 64],
+                     attention_mask=as_t(f_test, "input_mask")[i:i + 64],
+                     token_type_ids=as_t(f_test, "input_type_ids")[i:i + 64]).logits
+      predicted.append(logits.argmax(-1).numpy())
+  words = ner_data.word_predictions(test, f_test, np.concatenate(predicted), labels)
+  result = entity_metrics([s.tags for s in test], words)
+  result.update(task="wnut17", steps=steps, seconds=round(time.time() - start, 1))
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()
