@@ -208,3 +208,54 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
   if not examples:
     raise DataError(f"{path}: no examples")
   return examples
+
+
+@dataclasses.dataclass
+class ChoiceExample:
+  """A context, the start of the answer, and the candidate endings."""
+  guid: str
+  context: str
+  start: str
+  endings: List[str]
+  label: Optional[int] = None
+
+
+def read_swag(path: str, num_choices: int = 4) -> List[ChoiceExample]:
+  """SWAG CSV (header `video-id,fold-ind,startphrase,sent1,sent2,gold-source,
+  ending0..ending3[,label]`): context = sent1, each choice = sent2 + ending."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  examples = []
+  with open(path, "r", encoding="utf-8-sig", newline="") as f:
+    reader = csv.reader(f)
+    header = next(reader, None)
+    if header is None:
+      raise DataError(f"{path}: empty file")
+    endings = [f"ending{i}" for i in range(num_choices)]
+    missing = [c for c in ["sent1", "sent2"] + endings if c not in header]
+    if missing:
+      raise DataError(f"{path}:1: header has no column {missing[0]!r}")
+    col = {name: i for i, name in enumerate(header)}
+    for number, row in enumerate(reader, start=2):
+      if not row:
+        continue
+      if len(row) != len(header):
+        raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
+                        f"has {len(header)}")
+      label = None
+      if "label" in col and row[col["label"]] != "":
+        try:
+          label = int(row[col["label"]])
+        except ValueError:
+          raise DataError(f"{path}:{number}: label {row[col['label']]!r} is "
+                          "not an integer") from None
+        if not 0 <= label < num_choices:
+          raise DataError(f"{path}:{number}: label {label} is not in "
+                          f"[0, {num_choices})")
+      examples.append(ChoiceExample(
+          row[col["video-id"]] if "video-id" in col else f"{number}",
+          row[col["sent1"]], row[col["sent2"]],
+          [row[col[e]] for e in endings], label))
+  if not examples:
+    raise DataError(f"{path}: no examples")
+  return examples

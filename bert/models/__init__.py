@@ -1,8 +1,9 @@
 """Models: networks composed with task heads."""
 
 from bert.models.bert_classifier import BertClassifier
+from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.models.bert_pretrainer import BertPretrainer, build_pretraining_heads
 from bert.models.bert_token_classifier import BertTokenClassifier
 
-__all__ = ["BertClassifier", "BertPretrainer", "BertTokenClassifier",
+__all__ = ["BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertTokenClassifier",
            "build_pretraining_heads"]

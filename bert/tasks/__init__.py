@@ -3,9 +3,11 @@
 from bert.tasks.base import Task
 from bert.tasks.classification import ClassificationTask
 from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.multiple_choice import MultipleChoiceTask
 from bert.tasks.pretraining import (PretrainingTask, pretraining_losses,
                                     pretraining_stats)
 from bert.tasks.token_classification import TokenClassificationTask
 
-__all__ = ["ClassificationTask", "FinetuningTask", "PretrainingTask", "Task",
+__all__ = ["ClassificationTask", "FinetuningTask", "MultipleChoiceTask",
+           "PretrainingTask", "Task",
            "TokenClassificationTask", "pretraining_losses", "pretraining_stats"]

@@ -1,0 +1,87 @@
+"""Multiple choice (SWAG-style): pick the ending that follows a context.
+
+Each choice is encoded as the pair ([CLS] context [SEP] start + ending [SEP]),
+scored by `BertMultipleChoice`, and the softmax over choices trained with
+cross-entropy; the metric is accuracy; predict mode writes
+`predictions.csv` (id, the probability of each choice, the chosen index).
+"""
+
+import os
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from bert.data import classification_data as cd
+from bert.models.bert_multiple_choice import BertMultipleChoice
+from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.finetuning import FinetuningTask
+
+
+@gin.configurable
+class MultipleChoiceTask(FinetuningTask):
+  """Args: train_file, eval_file, predict_file (SWAG CSV), data_dir,
+  num_choices; the rest as FinetuningTask."""
+
+  loss_names = ("loss",)
+  stat_names = ("loss", "accuracy")
+
+  def __init__(self, train_file: str = "", eval_file: str = "",
+               predict_file: str = "", data_dir: str = "", num_choices: int = 4,
+               **kwargs):
+    self.files = {k: os.path.join(data_dir, v) if v else ""
+                  for k, v in dict(train=train_file, eval=eval_file,
+                                   predict=predict_file).items()}
+    self.num_choices = num_choices
+    self._examples = {}
+    super().__init__(**kwargs)
+
+  def examples(self, split):
+    if split not in self._examples:
+      if not self.files[split]:
+        raise ValueError(f"MultipleChoiceTask.{split}_file is not set")
+      self._examples[split] = cd.read_swag(self.files[split], self.num_choices)
+    return self._examples[split]
+
+  def encode(self, split):
+    examples = self.examples(split)
+    c = self.num_choices
+    contexts = [e.context for e in examples for _ in range(c)]
+    endings = [f"{e.start} {ending}".strip() for e in examples for ending in e.endings]
+    flat = self.tokenizer.encode(contexts, endings, self.seq_length)
+    out = {k: v.reshape(len(examples), c, self.seq_length) for k, v in flat.items()}
+    if split != "predict":
+      missing = [e.guid for e in examples if e.label is None]
+      if missing:
+        raise ValueError(f"{self.files[split]}: example {missing[0]} has no label")
+      out["label"] = np.array([e.label for e in examples], np.int32)
+    return out
+
+  def build_model(self):
+    return BertMultipleChoice(BertEncoder(self.config),
+                              dropout_rate=self.dropout_rate)
+
+  def loss_denominators(self, features):
+    return dict(loss=tf.cast(tf.shape(features["label"])[0], tf.float32))
+
+  def compute_stats(self, features, outputs):
+    logits = outputs["logits"]                                  # [b, choices]
+    labels = tf.cast(features["label"], tf.int32)
+    n = tf.cast(tf.shape(labels)[0], tf.float32)
+    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               labels), tf.float32)
+    return dict(loss=(tf.reduce_sum(per_example), n),
+                accuracy=(tf.reduce_sum(correct), n))
+
+  def predict(self, model, output_dir):
+    probabilities = tf.nn.softmax(self.logits(model, "predict"), -1).numpy()
+    path = os.path.join(output_dir, "predictions.csv")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("id," + ",".join(f"p{i}" for i in range(self.num_choices))
+              + ",prediction\n")
+      for e, p in zip(self.examples("predict"), probabilities):
+        f.write(f"{e.guid}," + ",".join(f"{v:.6f}" for v in p)
+                + f",{int(p.argmax())}\n")
+    return path
