@@ -4,10 +4,11 @@ from bert.tasks.base import Task
 from bert.tasks.classification import ClassificationTask
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.multiple_choice import MultipleChoiceTask
+from bert.tasks.question_answering import QuestionAnsweringTask
 from bert.tasks.pretraining import (PretrainingTask, pretraining_losses,
                                     pretraining_stats)
 from bert.tasks.token_classification import TokenClassificationTask
 
 __all__ = ["ClassificationTask", "FinetuningTask", "MultipleChoiceTask",
-           "PretrainingTask", "Task",
+           "PretrainingTask", "QuestionAnsweringTask", "Task",
            "TokenClassificationTask", "pretraining_losses", "pretraining_stats"]

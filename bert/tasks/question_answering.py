@@ -1,0 +1,156 @@
+"""SQuAD 1.1 / 2.0 extractive question answering.
+
+Training: cross-entropy of the answer's start and end pieces, averaged
+(google-research `run_squad.py`); windows without the answer point at [CLS].
+Evaluation: n-best span search over all windows of a question, answers cut
+from the original context, official EM/F1 (v2: with no-answer and the best
+null-score threshold). Predict mode writes predictions.json,
+nbest_predictions.json and (v2) null_odds.json.
+
+Only SQuAD 1.1 dev is on this machine, so `train_fraction` splits one file
+by article (never by question): the same seed gives the same split for
+training and evaluation.
+"""
+
+import json
+import os
+from typing import Dict, List, Optional
+
+import gin
+import numpy as np
+import tensorflow as tf
+
+from bert.data import squad_data
+from bert.models.bert_span_labeler import BertSpanLabeler
+from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.finetuning import FinetuningTask
+
+
+@gin.configurable
+class QuestionAnsweringTask(FinetuningTask):
+  """Args:
+    train_file, eval_file, predict_file: SQuAD json files (data_dir-relative).
+    train_fraction: when train_file == eval_file, the fraction of its articles
+      to train on; evaluation uses the others.
+    version_2: SQuAD 2.0 (no-answer questions, null score).
+    doc_stride, max_query_length, n_best_size, max_answer_length,
+    null_score_diff_threshold: as google-research run_squad.py.
+    Others: see FinetuningTask (seq_length is max_seq_length).
+  """
+
+  loss_names = ("loss",)
+  stat_names = ("loss", "start_accuracy", "end_accuracy")
+
+  def __init__(self, train_file: str = "", eval_file: str = "",
+               predict_file: str = "", data_dir: str = "",
+               train_fraction: float = 0.8, version_2: bool = False,
+               doc_stride: int = 128, max_query_length: int = 64,
+               n_best_size: int = 20, max_answer_length: int = 30,
+               null_score_diff_threshold: float = 0.0, seq_length: int = 384,
+               **kwargs):
+    self.files = {k: os.path.join(data_dir, v) if v else ""
+                  for k, v in dict(train=train_file, eval=eval_file,
+                                   predict=predict_file).items()}
+    self.train_fraction = train_fraction
+    self.version_2 = version_2
+    self.doc_stride = doc_stride
+    self.max_query_length = max_query_length
+    self.n_best_size = n_best_size
+    self.max_answer_length = max_answer_length
+    self.null_score_diff_threshold = null_score_diff_threshold
+    self._examples: Dict[str, List[squad_data.SquadExample]] = {}
+    self._meta: Dict[str, List[dict]] = {}
+    self.last_predictions = None
+    super().__init__(seq_length=seq_length, **kwargs)
+
+  # ------------------------------------------------------------------ data
+  def articles(self, split: str) -> Optional[List[str]]:
+    """Article titles of a split when train and eval share one file."""
+    if split == "predict" or self.files["train"] != self.files["eval"]:
+      return None
+    train, held_out = squad_data.split_articles(
+        squad_data.article_titles(self.files["train"]), self.train_fraction,
+        self.seed)
+    return train if split == "train" else held_out
+
+  def examples(self, split: str) -> List[squad_data.SquadExample]:
+    """A split's questions; predict defaults to the eval questions."""
+    if split not in self._examples:
+      if split == "predict" and not self.files["predict"]:
+        self._examples[split] = self.examples("eval")
+      else:
+        if not self.files[split]:
+          raise ValueError(f"QuestionAnsweringTask.{split}_file is not set")
+        self._examples[split] = squad_data.read_squad(self.files[split],
+                                                      self.articles(split))
+    return self._examples[split]
+
+  def encode(self, split):
+    arrays, meta = squad_data.encode_examples(
+        self.examples(split), self.tokenizer, self.seq_length, self.doc_stride,
+        self.max_query_length, training=split != "predict")
+    self._meta[split] = meta
+    return arrays
+
+  # ----------------------------------------------------------------- model
+  def build_model(self):
+    return BertSpanLabeler(BertEncoder(self.config))
+
+  def loss_denominators(self, features):
+    return dict(loss=tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32))
+
+  def compute_stats(self, features, outputs):
+    n = tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)
+    # Positions past the real tokens can never be answers.
+    mask = tf.cast(features["input_mask"], tf.float32)
+    total, accuracies = 0.0, {}
+    for name in ("start", "end"):
+      logits = outputs[f"{name}_logits"] + (1.0 - mask) * -10000.0
+      labels = tf.cast(features[f"{name}_positions"], tf.int32)
+      total += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=labels, logits=logits))
+      accuracies[f"{name}_accuracy"] = (tf.reduce_sum(tf.cast(tf.equal(
+          tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)), n)
+    return dict(loss=(total / 2.0, n), **accuracies)
+
+  def eval_outputs(self, features, outputs):
+    return dict(feature_id=features["feature_id"],
+                start_logits=outputs["start_logits"],
+                end_logits=outputs["end_logits"])
+
+  def _answers(self, split, feature_id, start_logits, end_logits):
+    order = np.argsort(feature_id)
+    meta = self._meta[split]
+    if len(order) != len(meta):
+      raise AssertionError(f"{len(order)} evaluated windows, {len(meta)} encoded")
+    return squad_data.postprocess(
+        self.examples(split), meta, start_logits[order], end_logits[order],
+        self.n_best_size, self.max_answer_length, self.version_2,
+        self.null_score_diff_threshold)
+
+  def eval_metrics(self, collected):
+    predictions, nbest, null_odds = self._answers(
+        "eval", collected["feature_id"], collected["start_logits"],
+        collected["end_logits"])
+    self.last_predictions = (predictions, nbest, null_odds)
+    return squad_data.squad_metrics(self.examples("eval"), predictions,
+                                    null_odds if self.version_2 else None)
+
+  def predict(self, model, output_dir):
+    data = self.features("predict")
+    ds = tf.data.Dataset.from_tensor_slices(self.model_inputs(data))
+    starts, ends = [], []
+    for batch in ds.batch(self.eval_batch_size):
+      out = model(batch, training=False)
+      starts.append(out["start_logits"].numpy())
+      ends.append(out["end_logits"].numpy())
+    predictions, nbest, null_odds = self._answers(
+        "predict", data["feature_id"], np.concatenate(starts), np.concatenate(ends))
+    files = dict(predictions=predictions, nbest_predictions=nbest)
+    if self.version_2:
+      files["null_odds"] = null_odds
+    for name, value in files.items():
+      with open(os.path.join(output_dir, f"{name}.json"), "w",
+                encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+    return os.path.join(output_dir, "predictions.json")
