@@ -15,13 +15,13 @@ length and seed. Prints the dev metrics as one JSON line.
 
 import argparse
 import json
-import math
 import time
 
 import numpy as np
 import torch
 import transformers
 
+from bench import _torch_recipe
 from bert.data import classification_data as cd
 from bert.tasks.metrics import classification_metrics
 
@@ -66,36 +66,10 @@ def main():
   x_dev = encode(tokenizer, dev, args.seq_length)
   y_dev = np.array([labels.index(e.label) for e in dev])
 
-  steps = int(math.ceil(len(train) * args.epochs / args.batch_size))
-  decay = [p for n, p in model.named_parameters()
-           if not any(k in n for k in ("LayerNorm", "bias"))]
-  no_decay = [p for n, p in model.named_parameters()
-              if any(k in n for k in ("LayerNorm", "bias"))]
-  optimizer = torch.optim.AdamW(
-      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
-      lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
-  schedule = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(0.1 * steps), steps)
-  generator = torch.Generator().manual_seed(args.seed)
-  order = torch.cat([torch.randperm(len(train), generator=generator)
-                     for _ in range(int(math.ceil(args.epochs)) + 1)])
-  model.train()
   start = time.time()
-  for step in range(steps):
-    idx = order[step * args.batch_size:(step + 1) * args.batch_size]
-    out = model(input_ids=x_train["input_ids"][idx],
-                attention_mask=x_train["attention_mask"][idx],
-                token_type_ids=x_train["token_type_ids"][idx], labels=y_train[idx])
-    out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad()
-    if (step + 1) % 50 == 0:
-      print(f"step {step + 1}/{steps} loss {out.loss.item():.4f} "
-            f"{(step + 1) * args.batch_size / (time.time() - start):.1f} ex/s",
-            flush=True)
-  model.eval()
+  steps = _torch_recipe.train(
+      model, {k: x_train[k] for k in ("input_ids", "attention_mask", "token_type_ids")},
+      y_train, args.epochs, args.batch_size, args.learning_rate, args.seed)
   predictions = []
   with torch.no_grad():
     for i in range(0, len(dev), 64):

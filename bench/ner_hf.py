@@ -12,7 +12,6 @@ seq 128, seed 42) and the same seqeval entity F1 on the test file.
 
 import argparse
 import json
-import math
 import os
 import time
 
@@ -20,6 +19,7 @@ import numpy as np
 import torch
 import transformers
 
+from bench import _torch_recipe
 from bert.data import ner_data
 from bert.data.tokenization import Tokenizer
 from bert.tasks.token_classification import entity_metrics
@@ -52,37 +52,13 @@ def main():
       args.model, num_labels=len(labels), hidden_dropout_prob=0.1,
       attention_probs_dropout_prob=0.1)
 
-  n = len(f_train["input_word_ids"])
-  steps = int(math.ceil(n * args.epochs / args.batch_size))
-  decay = [p for name, p in model.named_parameters()
-           if not any(k in name for k in ("LayerNorm", "bias"))]
-  no_decay = [p for name, p in model.named_parameters()
-              if any(k in name for k in ("LayerNorm", "bias"))]
-  optimizer = torch.optim.AdamW(
-      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
-      lr=args.learning_rate, betas=(0.9, 0.999), eps=1e-6)
-  schedule = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(0.1 * steps), steps)
-  generator = torch.Generator().manual_seed(args.seed)
-  order = torch.cat([torch.randperm(n, generator=generator)
-                     for _ in range(int(math.ceil(args.epochs)) + 1)])
-  ids, mask, types = (as_t(f_train, k) for k in
-                      ("input_word_ids", "input_mask", "input_type_ids"))
   y = as_t(f_train, "label_ids").masked_fill(as_t(f_train, "label_ids") < 0, -100)
-  model.train()
   start = time.time()
-  for step in range(steps):
-    idx = order[step * args.batch_size:(step + 1) * args.batch_size]
-    out = model(input_ids=ids[idx], attention_mask=mask[idx],
-                token_type_ids=types[idx], labels=y[idx])
-    out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad()
-    if (step + 1) % 50 == 0:
-      print(f"step {step + 1}/{steps} loss {out.loss.item():.4f}", flush=True)
-  model.eval()
+  steps = _torch_recipe.train(
+      model, dict(input_ids=as_t(f_train, "input_word_ids"),
+                  attention_mask=as_t(f_train, "input_mask"),
+                  token_type_ids=as_t(f_train, "input_type_ids")),
+      y, args.epochs, args.batch_size, args.learning_rate, args.seed)
   predicted = []
   with torch.no_grad():
     for i in range(0, len(f_test["input_word_ids"]), 64):

@@ -4,11 +4,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
+from bert.models._base import EncoderHeadModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertClassifier(tf_keras.Model):
+class BertClassifier(EncoderHeadModel):
   """Sentence(-pair) classification or regression on `pooled_output`.
 
   Inputs: the encoder's dict (`input_word_ids`, `input_mask`,
@@ -16,6 +17,8 @@ class BertClassifier(tf_keras.Model):
   (num_classes = 1 for regression: the predicted value), as google-research
   `run_classifier.create_model`: dropout + dense on the pooled [CLS] vector.
   """
+
+  _head_config = ("num_classes", "dropout_rate")
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
@@ -33,15 +36,3 @@ class BertClassifier(tf_keras.Model):
     self.head = head
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-
-  def get_config(self):
-    return dict(encoder=tf_keras.layers.serialize(self.encoder),
-                num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    config = dict(config)
-    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
-                                          custom_objects=custom_objects)
-    return cls(encoder, **config)

@@ -4,11 +4,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
+from bert.models._base import EncoderHeadModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertMultipleChoice(tf_keras.Model):
+class BertMultipleChoice(EncoderHeadModel):
   """SWAG-style multiple choice.
 
   Inputs: the encoder's three tensors with a choice axis, int32 [batch,
@@ -16,6 +17,8 @@ class BertMultipleChoice(tf_keras.Model):
   pooled [CLS] vector scored by one dense unit; output float32 `logits`
   [batch, num_choices] (a softmax over them picks the answer).
   """
+
+  _head_config = ("dropout_rate",)
 
   def __init__(self, encoder: EncoderScaffold, dropout_rate: float = 0.1,
                **kwargs):
@@ -35,14 +38,3 @@ class BertMultipleChoice(tf_keras.Model):
     super().__init__(inputs=inputs, outputs=dict(logits=logits), **kwargs)
     self.encoder = encoder
     self.dropout_rate = dropout_rate
-
-  def get_config(self):
-    return dict(encoder=tf_keras.layers.serialize(self.encoder),
-                dropout_rate=self.dropout_rate, name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    config = dict(config)
-    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
-                                          custom_objects=custom_objects)
-    return cls(encoder, **config)

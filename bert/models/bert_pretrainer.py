@@ -7,6 +7,7 @@ import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
+from bert.models._base import EncoderHeadModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
@@ -32,7 +33,7 @@ def build_pretraining_heads(encoder):
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertPretrainer(tf_keras.Model):
+class BertPretrainer(EncoderHeadModel):
   """The pre-training model: a BERT encoder and its two heads.
 
   Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, P].
@@ -44,6 +45,8 @@ class BertPretrainer(tf_keras.Model):
   rebuilds the encoder first and ties a new head to it, so the tie survives
   serialisation.
   """
+
+  _head_config = ()
 
   def __init__(self, encoder: EncoderScaffold,
                masked_lm: Optional[MaskedLMHead] = None,
@@ -71,13 +74,3 @@ class BertPretrainer(tf_keras.Model):
     self.encoder = encoder
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence
-
-  def get_config(self):
-    return dict(encoder=tf_keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    config = dict(config)
-    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
-                                          custom_objects=custom_objects)
-    return cls(encoder, **config)

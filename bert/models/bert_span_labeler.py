@@ -4,17 +4,20 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.span_head import SpanHead
+from bert.models._base import EncoderHeadModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertSpanLabeler(tf_keras.Model):
+class BertSpanLabeler(EncoderHeadModel):
   """SQuAD-style span prediction on `sequence_output`.
 
   Inputs: the encoder's dict. Outputs: float32 `start_logits` and
   `end_logits` [batch, seq] (one dense layer to 2 logits per token, as
   google-research `run_squad.create_model`).
   """
+
+  _head_config = ()
 
   def __init__(self, encoder: EncoderScaffold, **kwargs):
     inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
@@ -26,13 +29,3 @@ class BertSpanLabeler(tf_keras.Model):
     super().__init__(inputs=inputs, outputs=dict(start_logits=start_logits,
                                                  end_logits=end_logits), **kwargs)
     self.encoder = encoder
-
-  def get_config(self):
-    return dict(encoder=tf_keras.layers.serialize(self.encoder), name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    config = dict(config)
-    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
-                                          custom_objects=custom_objects)
-    return cls(encoder, **config)

@@ -4,16 +4,19 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers._util import initializer
+from bert.models._base import EncoderHeadModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertTokenClassifier(tf_keras.Model):
+class BertTokenClassifier(EncoderHeadModel):
   """Token classification (e.g. NER) on `sequence_output`.
 
   Inputs: the encoder's dict. Output: float32 `logits` [batch, seq,
   num_classes]: dropout + dense on every token's final hidden state.
   """
+
+  _head_config = ("num_classes", "dropout_rate")
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
@@ -32,15 +35,3 @@ class BertTokenClassifier(tf_keras.Model):
     self.encoder = encoder
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-
-  def get_config(self):
-    return dict(encoder=tf_keras.layers.serialize(self.encoder),
-                num_classes=self.num_classes, dropout_rate=self.dropout_rate,
-                name=self.name)
-
-  @classmethod
-  def from_config(cls, config, custom_objects=None):
-    config = dict(config)
-    encoder = tf_keras.layers.deserialize(config.pop("encoder"),
-                                          custom_objects=custom_objects)
-    return cls(encoder, **config)

@@ -90,3 +90,22 @@ class Task:
   @property
   def global_batch_size(self) -> int:
     raise NotImplementedError
+
+
+def softmax_stats(logits: tf.Tensor, labels: tf.Tensor,
+                  weights: Optional[tf.Tensor] = None) -> Stats:
+  """`loss` (softmax cross-entropy) and `accuracy` sums of a batch.
+
+  logits [..., classes]; labels int [...]; weights [...] (default 1): the
+  denominators are the summed weights.
+  """
+  labels = tf.cast(labels, tf.int32)
+  weights = (tf.ones_like(labels, tf.float32) if weights is None
+             else tf.cast(weights, tf.float32))
+  per_item = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=logits)
+  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                             labels), tf.float32)
+  n = tf.reduce_sum(weights)
+  return dict(loss=(tf.reduce_sum(per_item * weights), n),
+              accuracy=(tf.reduce_sum(correct * weights), n))

@@ -17,6 +17,7 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_classifier import BertClassifier
 from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.base import softmax_stats
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.metrics import classification_metrics, regression_metrics
 
@@ -118,17 +119,11 @@ class ClassificationTask(FinetuningTask):
 
   def compute_stats(self, features, outputs):
     logits = outputs["logits"]
-    n = tf.cast(tf.shape(logits)[0], tf.float32)
     if self.regression:
       error = logits[:, 0] - tf.cast(features["label"], tf.float32)
-      return dict(loss=(tf.reduce_sum(tf.square(error)), n))
-    labels = tf.cast(features["label"], tf.int32)
-    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                               labels), tf.float32)
-    return dict(loss=(tf.reduce_sum(per_example), n),
-                accuracy=(tf.reduce_sum(correct), n))
+      return dict(loss=(tf.reduce_sum(tf.square(error)),
+                        tf.cast(tf.shape(logits)[0], tf.float32)))
+    return softmax_stats(logits, features["label"])
 
   def eval_outputs(self, features, outputs):
     return dict(logits=outputs["logits"], label=features["label"])

@@ -15,6 +15,7 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.base import softmax_stats
 from bert.tasks.finetuning import FinetuningTask
 
 
@@ -65,15 +66,7 @@ class MultipleChoiceTask(FinetuningTask):
     return dict(loss=tf.cast(tf.shape(features["label"])[0], tf.float32))
 
   def compute_stats(self, features, outputs):
-    logits = outputs["logits"]                                  # [b, choices]
-    labels = tf.cast(features["label"], tf.int32)
-    n = tf.cast(tf.shape(labels)[0], tf.float32)
-    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                               labels), tf.float32)
-    return dict(loss=(tf.reduce_sum(per_example), n),
-                accuracy=(tf.reduce_sum(correct), n))
+    return softmax_stats(outputs["logits"], features["label"])   # [b, choices]
 
   def predict(self, model, output_dir):
     probabilities = tf.nn.softmax(self.logits(model, "predict"), -1).numpy()

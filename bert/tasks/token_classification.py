@@ -18,6 +18,7 @@ from seqeval import metrics as seqeval_metrics
 from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.networks.bert_encoder import BertEncoder
+from bert.tasks.base import softmax_stats
 from bert.tasks.finetuning import FinetuningTask
 
 
@@ -89,16 +90,9 @@ class TokenClassificationTask(FinetuningTask):
     return dict(loss=tf.reduce_sum(self._weights(features)))
 
   def compute_stats(self, features, outputs):
-    logits = outputs["logits"]                            # [b, s, labels]
-    weights = self._weights(features)
+    # logits [b, s, labels]; ignored positions (label -1) weigh 0.
     labels = tf.maximum(tf.cast(features["label_ids"], tf.int32), 0)
-    per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits)
-    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                               labels), tf.float32)
-    n = tf.reduce_sum(weights)
-    return dict(loss=(tf.reduce_sum(per_token * weights), n),
-                accuracy=(tf.reduce_sum(correct * weights), n))
+    return softmax_stats(outputs["logits"], labels, self._weights(features))
 
   def eval_outputs(self, features, outputs):
     return dict(predicted=tf.argmax(outputs["logits"], -1, output_type=tf.int32))
