@@ -1,0 +1,96 @@
+"""The SQuAD recipe of `configs/squad_v1.gin` with Hugging Face `transformers`
+(PyTorch, CPU) from the same weights, for the README's comparison table.
+
+  python -m bench.squad_hf --model=MINILM_DIR --data_dir=squad
+
+The same article split, windows and labels (our reader and feature code), the
+same post-processing and official EM/F1, the same hyper-parameters (batch 32,
+2 epochs, AdamW lr 5e-5 with our recipe's betas/eps/decay/warmup/clipping,
+dropout 0.1, max_seq_length 384, doc_stride 128, max_query_length 64, seed 42).
+"""
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import transformers
+
+from bench import _torch_recipe
+from bert.data import squad_data as sd
+from bert.data.tokenization import Tokenizer
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("--model", required=True)
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--file", default="dev-v1.1.json")
+  p.add_argument("--train_fraction", type=float, default=0.8)
+  p.add_argument("--seq_length", type=int, default=384)
+  p.add_argument("--doc_stride", type=int, default=128)
+  p.add_argument("--max_query_length", type=int, default=64)
+  p.add_argument("--batch_size", type=int, default=32)
+  p.add_argument("--epochs", type=float, default=2.0)
+  p.add_argument("--learning_rate", type=float, default=5e-5)
+  p.add_argument("--seed", type=int, default=42)
+  p.add_argument("--threads", type=int, default=2)
+  args = p.parse_args()
+  torch.manual_seed(args.seed)
+  torch.set_num_threads(args.threads)
+
+  path = os.path.join(args.data_dir, args.file)
+  train_titles, eval_titles = sd.split_articles(
+      sd.article_titles(path), args.train_fraction, args.seed)
+  tokenizer = Tokenizer(os.path.join(args.model, "vocab.txt"), lower_case=True)
+  train = sd.read_squad(path, train_titles)
+  held_out = sd.read_squad(path, eval_titles)
+  f_train, _ = sd.encode_examples(train, tokenizer, args.seq_length,
+                                  args.doc_stride, args.max_query_length, True)
+  f_eval, meta = sd.encode_examples(held_out, tokenizer, args.seq_length,
+                                    args.doc_stride, args.max_query_length, False)
+  as_t = lambda f, k: torch.tensor(f[k], dtype=torch.long)
+  model = transformers.BertForQuestionAnswering.from_pretrained(
+      args.model, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+  class WithPositions(torch.nn.Module):
+    """Passes `labels` (row indices) on as start/end positions."""
+
+    def __init__(self, qa, starts, ends):
+      super().__init__()
+      self.qa, self.starts, self.ends = qa, starts, ends
+
+    def forward(self, labels, **inputs):
+      return self.qa(**inputs, start_positions=self.starts[labels],
+                     end_positions=self.ends[labels])
+
+  wrapper = WithPositions(model, as_t(f_train, "start_positions"),
+                          as_t(f_train, "end_positions"))
+  start = time.time()
+  steps = _torch_recipe.train(
+      wrapper, dict(input_ids=as_t(f_train, "input_word_ids"),
+                    attention_mask=as_t(f_train, "input_mask"),
+                    token_type_ids=as_t(f_train, "input_type_ids")),
+      torch.arange(len(f_train["input_word_ids"])), args.epochs,
+      args.batch_size, args.learning_rate, args.seed)
+  starts, ends = [], []
+  with torch.no_grad():
+    for i in range(0, len(f_eval["input_word_ids"]), 64):
+      out = model(input_ids=as_t(f_eval, "input_word_ids")[i:i + 64],
+                  attention_mask=as_t(f_eval, "input_mask")[i:i + 64],
+                  token_type_ids=as_t(f_eval, "input_type_ids")[i:i + 64])
+      starts.append(out.start_logits.numpy())
+      ends.append(out.end_logits.numpy())
+  predictions, _, _ = sd.postprocess(held_out, meta, np.concatenate(starts),
+                                     np.concatenate(ends))
+  result = sd.squad_metrics(held_out, predictions)
+  result.update(task="squad_v1", train_questions=len(train),
+                eval_questions=len(held_out), steps=steps,
+                seconds=round(time.time() - start, 1))
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()
