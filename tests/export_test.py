@@ -1,0 +1,163 @@
+"""Exports load without this library and match the in-memory models."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_hub as hub
+import tf_keras
+
+from bert import BertEncoder, export
+from bert.data import classification_data as cd
+from bert.models import BertClassifier, build_pretraining_heads
+from bert.networks.bert_preprocessor import make_preprocessor
+from conftest import minilm_dir, random_inputs, shared_data, small_config
+
+
+def vocab():
+  return os.path.join(minilm_dir(), "vocab.txt")
+
+
+def run_without_bert(script):
+  """Runs `script` in a fresh Python that has only TF (+ tensorflow_text)."""
+  code = "import sys\nsys.modules['bert'] = None  # importing bert would fail\n" + \
+      textwrap.dedent(script)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert out.returncode == 0, out.stderr[-3000:]
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_encoder_and_mlm_load_without_bert(tmp_path):
+  encoder = BertEncoder(small_config(vocab_size=120))
+  masked_lm, _ = build_pretraining_heads(encoder)
+  path = str(tmp_path / "encoder")
+  export.export_encoder(encoder, path, masked_lm=masked_lm)
+  x = random_inputs(3, 9, vocab_size=120)
+  positions = np.array([[1, 2], [3, 0], [4, 5]], np.int32)
+  got = run_without_bert(f"""
+      import json
+      import numpy as np, tensorflow as tf
+      m = tf.saved_model.load({path!r})
+      x = {{k: tf.constant(v) for k, v in {json.dumps({k: v.numpy().tolist() for k, v in x.items()})}.items()}}
+      out = m(x, training=False)
+      mlm = m.mlm(dict(x, masked_lm_positions=tf.constant({positions.tolist()})), training=False)
+      print(json.dumps(dict(seq=out["sequence_output"].numpy().tolist(),
+                            pooled=out["pooled_output"].numpy().tolist(),
+                            layers=len(out["encoder_outputs"]),
+                            mlm=mlm["mlm_logits"].numpy().tolist(),
+                            trainable=len(m.trainable_variables))))
+  """)
+  ref = encoder(x, training=False)
+  assert np.abs(np.array(got["seq"]) - ref["sequence_output"].numpy()).max() <= 1e-5
+  assert np.abs(np.array(got["pooled"]) - ref["pooled_output"].numpy()).max() <= 1e-5
+  assert got["layers"] == 2
+  ref_mlm = masked_lm(ref["sequence_output"], tf.constant(positions))
+  assert np.abs(np.array(got["mlm"]) - ref_mlm.numpy()).max() <= 1e-5
+  assert got["trainable"] == (len(encoder.trainable_variables)
+                              + len(masked_lm.trainable_variables))
+
+
+def test_hub_keras_layer_fine_tunes_with_the_exported_preprocessor(tmp_path):
+  encoder_path, pre_path = str(tmp_path / "encoder"), str(tmp_path / "pre")
+  export.export_encoder(BertEncoder(small_config(vocab_size=30522,
+                                                 max_position_embeddings=64)),
+                        encoder_path)
+  export.export_preprocessor(vocab(), pre_path, seq_length=64, num_text_inputs=2)
+  examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:16]
+  preprocessor = hub.KerasLayer(pre_path)
+  a = tf_keras.Input(shape=(), dtype=tf.string)
+  b = tf_keras.Input(shape=(), dtype=tf.string)
+  pooled = hub.KerasLayer(encoder_path, trainable=True)(preprocessor([a, b]))["pooled_output"]
+  model = tf_keras.Model([a, b], tf_keras.layers.Dense(2)(pooled))
+  model.compile(tf_keras.optimizers.Adam(1e-3),
+                tf_keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  x = [tf.constant([e.text_a for e in examples]), tf.constant([e.text_b for e in examples])]
+  y = tf.constant([int(e.label) for e in examples])
+  history = model.fit(x, y, epochs=30, batch_size=16, verbose=0).history["loss"]
+  assert history[-1] < history[0] - 0.2, history
+  # The encoder's own weights were trained, not only the new head.
+  assert len(model.trainable_variables) > 2
+
+
+def test_classifier_serving_on_raw_strings(tmp_path):
+  model = BertClassifier(BertEncoder(small_config(vocab_size=30522,
+                                                  max_position_embeddings=64)), 2)
+  path = str(tmp_path / "classifier")
+  export.export_classifier(model, path, vocab(), True, 32, ["no", "yes"], pairs=True)
+  a = ["A man plays a guitar.", "Straße ½ …", ""]
+  b = ["Someone plays music.", "zweite", "only b"]
+  got = run_without_bert(f"""
+      import json
+      import tensorflow as tf, tensorflow_text  # registers the tokenizer ops
+      m = tf.saved_model.load({path!r})
+      out = m.signatures["serving_default"](text=tf.constant({a!r}),
+                                           text_b=tf.constant({b!r}))
+      print(json.dumps(dict(p=out["probabilities"].numpy().tolist(),
+                            label=[s.decode() for s in out["label"].numpy()])))
+  """)
+  inputs = make_preprocessor(vocab(), seq_length=32, num_text_inputs=2)(
+      [tf.constant(a), tf.constant(b)])
+  probabilities = tf.nn.softmax(model(inputs, training=False)["logits"]).numpy()
+  assert np.abs(np.array(got["p"]) - probabilities).max() <= 1e-5
+  assert got["label"] == [["no", "yes"][i] for i in probabilities.argmax(-1)]
+  cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "saved_model_cli"),
+                        "show", "--dir", path, "--all"], capture_output=True,
+                       text=True, timeout=300)
+  listing = cli.stdout
+  assert "signature_def['serving_default']" in listing
+  assert "inputs['text'] tensor_info:" in listing and "dtype: DT_STRING" in listing
+  assert "inputs['text_b'] tensor_info:" in listing
+  assert "outputs['probabilities']" in listing and "outputs['label']" in listing
+
+
+def test_cli_exports_a_trained_classifier_run(tmp_path):
+  from bert.export import load_trained_task  # pylint: disable=g-import-not-at-top
+  config = tmp_path / "bert_config.json"
+  small_config(vocab_size=30522, max_position_embeddings=32).to_json_file(str(config))
+  data = tmp_path / "train.tsv"
+  data.write_text("text\tlabel\n" + "".join(
+      f"{'good' if i % 2 else 'bad'} film number {i}\t{'pos' if i % 2 else 'neg'}\n"
+      for i in range(32)))
+  gin_file = tmp_path / "run.gin"
+  gin_file.write_text(f"""
+build_task.task_class = @ClassificationTask
+ClassificationTask.bert_config = "{config}"
+ClassificationTask.vocab_file = "{vocab()}"
+ClassificationTask.do_lower_case = True
+ClassificationTask.train_file = "{data}"
+ClassificationTask.text_a_column = "text"
+ClassificationTask.labels = ["neg", "pos"]
+ClassificationTask.seq_length = 16
+ClassificationTask.global_batch_size = 8
+RuntimeConfig.train_steps = 6
+RuntimeConfig.steps_per_loop = 3
+RuntimeConfig.strategy = "one_device"
+""")
+  model_dir, out = str(tmp_path / "run"), str(tmp_path / "served")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  subprocess.run([sys.executable, "-m", "bert.scripts.train", f"--gin_file={gin_file}",
+                  f"--model_dir={model_dir}"], check=True, env=env,
+                 capture_output=True, timeout=300)
+  done = subprocess.run([sys.executable, "-m", "bert.scripts.export", "--kind=classifier",
+                         f"--checkpoint={model_dir}", f"--output={out}"],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  texts = ["a good film", "a bad film"]
+  got = run_without_bert(f"""
+      import json
+      import tensorflow as tf, tensorflow_text
+      m = tf.saved_model.load({out!r})
+      r = m.signatures["serving_default"](text=tf.constant({texts!r}))
+      print(json.dumps(r["probabilities"].numpy().tolist()))
+  """)
+  task, model = load_trained_task(model_dir)
+  inputs = task.tokenizer.encode(texts, None, 16)
+  expected = tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},
+                                 training=False)["logits"]).numpy()
+  assert np.abs(np.array(got) - expected).max() <= 1e-5
