@@ -15,6 +15,11 @@ tokenizer uses; this library is not needed to serve.
 - `export_classifier`: one `serving_default` signature, strings `text`
   (and `text_b` for pairs) -> `probabilities`, `label`; `score` for
   regression.
+- `export_span_labeler`: `question`, `context` -> `answer` (cut from the
+  context), `score`, `start`/`end` (UTF-8 byte offsets in the context); one
+  window: the context is truncated to what fits after the question.
+- `export_tagger`: `text` -> `words` (whitespace-split) and `tags`, both
+  [batch, max words] padded with ""; words past the sequence length get "".
 """
 
 from typing import Optional, Sequence
@@ -108,6 +113,114 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
 
 
+class _SpanServing(tf.Module):
+  """Question + context strings -> the best answer span of one window."""
+
+  def __init__(self, model, vocab_file, lower_case, seq_length,
+               max_query_length, max_answer_length):
+    super().__init__(name="span_labeler_serving")
+    self.model = model
+    self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    self.packer = BertPackInputs(seq_length,
+                                 self.tokenizer.get_special_tokens_dict())
+    self.seq_length = seq_length
+    self.max_query_length = max_query_length
+    self.max_answer_length = max_answer_length
+    self.serve = tf.function(self._serve, input_signature=[
+        tf.TensorSpec([None], tf.string, name="question"),
+        tf.TensorSpec([None], tf.string, name="context")])
+
+  def _serve(self, question, context):
+    q = self.tokenizer(question)[:, :self.max_query_length]         # [b, (q)]
+    c, c_start, c_end = self.tokenizer.tokenize(context, with_offsets=True)
+    q_len = tf.cast(q.row_lengths(), tf.int32)
+    keep = tf.minimum(tf.cast(c.row_lengths(), tf.int32),
+                      self.seq_length - 3 - q_len)                   # [b]
+    c = tf.ragged.boolean_mask(c, tf.ragged.range(c.row_lengths())
+                               < tf.cast(keep, tf.int64)[:, None])
+    out = self.model(self.packer([q, c]), training=False)
+    start, end = out["start_logits"], out["end_logits"]              # [b, s]
+    positions = tf.range(self.seq_length)[None, :]
+    first = (q_len + 2)[:, None]
+    in_context = (positions >= first) & (positions < first + keep[:, None])
+    neg = tf.constant(-1e9, start.dtype)
+    start = tf.where(in_context, start, neg)
+    end = tf.where(in_context, end, neg)
+    # score[b, i, j] = start_i + end_j, for i <= j < i + max_answer_length.
+    scores = start[:, :, None] + end[:, None, :]
+    length = positions[0][None, :] - positions[0][:, None]           # j - i
+    allowed = (length >= 0) & (length < self.max_answer_length)
+    scores = tf.where(allowed[None], scores, neg)
+    flat = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), -1,
+                     output_type=tf.int32)
+    i, j = flat // self.seq_length, flat % self.seq_length
+    piece_i = tf.stack([tf.range(tf.shape(i)[0]), i - first[:, 0]], 1)
+    piece_j = tf.stack([tf.range(tf.shape(j)[0]), j - first[:, 0]], 1)
+    byte_start = tf.gather_nd(c_start.to_tensor(), piece_i)
+    byte_end = tf.gather_nd(c_end.to_tensor(), piece_j)
+    return dict(answer=tf.strings.substr(context, byte_start,
+                                         byte_end - byte_start, unit="BYTE"),
+                score=tf.reduce_max(tf.reshape(scores, [tf.shape(scores)[0], -1]), -1),
+                start=byte_start, end=byte_end)
+
+
+def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
+                        seq_length: int = 384, max_query_length: int = 64,
+                        max_answer_length: int = 30) -> None:
+  """Writes a serving SavedModel of a fine-tuned BertSpanLabeler."""
+  module = _SpanServing(model, vocab_file, lower_case, seq_length,
+                        max_query_length, max_answer_length)
+  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+
+
+class _TaggerServing(tf.Module):
+  """Text -> whitespace-split words and a tag per word (first piece)."""
+
+  def __init__(self, model, vocab_file, lower_case, seq_length, labels):
+    super().__init__(name="tagger_serving")
+    self.model = model
+    self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    special = self.tokenizer.get_special_tokens_dict()
+    self.unk = special["unknown_id"]
+    self.packer = BertPackInputs(seq_length, special)
+    self.seq_length = seq_length
+    self.labels = tf.constant(list(labels), tf.string)
+    self.serve = tf.function(self._serve, input_signature=[
+        tf.TensorSpec([None], tf.string, name="text")])
+
+  def _serve(self, text):
+    words = tf.strings.split(text)                                   # [b, (w)]
+    pieces = self.tokenizer(words.flat_values)                       # [n, (p)]
+    # A word without pieces (e.g. only a zero-width character) is [UNK].
+    n = tf.shape(pieces.row_lengths())[0]
+    pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(
+        tf.fill([n, 1], self.unk))], axis=1)
+    keep = tf.maximum(pieces.row_lengths() - 1, 1)
+    pieces = tf.ragged.boolean_mask(pieces, tf.ragged.range(pieces.row_lengths())
+                                    < keep[:, None])
+    per_word = words.with_flat_values(tf.zeros_like(words.flat_values, tf.int32))
+    per_word_pieces = tf.RaggedTensor.from_row_lengths(pieces, per_word.row_lengths())
+    inputs = self.packer([per_word_pieces])
+    predicted = tf.argmax(self.model(inputs, training=False)["logits"], -1,
+                          output_type=tf.int32)                      # [b, s]
+    # Position of each word's first piece: 1 + pieces of the words before it.
+    lengths = tf.RaggedTensor.from_row_lengths(
+        tf.cast(pieces.row_lengths(), tf.int32), per_word.row_lengths())
+    first = 1 + tf.math.cumsum(lengths, axis=1, exclusive=True)
+    fits = first <= self.seq_length - 2         # the first piece was packed
+    tags = tf.gather(self.labels, tf.gather(predicted, tf.minimum(
+        first, self.seq_length - 1), batch_dims=1))
+    tags = tf.where(fits, tags, "")
+    return dict(words=words.to_tensor(""), tags=tags.to_tensor(""))
+
+
+def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
+                  seq_length: int, labels: Sequence[str]) -> None:
+  """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
+  module = _TaggerServing(model, vocab_file, lower_case, seq_length, labels)
+  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+
+
 def load_trained_task(model_dir: str):
   """(task, model) of a `bert-train` run: the task rebuilt from the run's
   operative_config.gin, the model with the newest checkpoint's weights."""
@@ -131,14 +244,24 @@ def load_trained_task(model_dir: str):
   return task, model
 
 
-def export_trained_classifier(model_dir: str, path: str) -> None:
-  """`export_classifier` of a fine-tuned ClassificationTask run."""
-  from bert.tasks import ClassificationTask  # pylint: disable=g-import-not-at-top
+def export_trained(model_dir: str, path: str) -> str:
+  """Exports the serving model of a fine-tuned `bert-train` run, by its task:
+  classifier, span_labeler or tagger. Returns the kind."""
+  from bert import tasks  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
-  if not isinstance(task, ClassificationTask):
-    raise ValueError(f"{model_dir} trained a {type(task).__name__}, not a "
-                     "ClassificationTask")
-  pairs = (task.layout.text_b is not None if task.layout is not None
-           else task.columns[1] is not None)
-  export_classifier(model, path, task.tokenizer.layer.vocab_file,
-                    task.tokenizer.lower_case, task.seq_length, task.labels, pairs)
+  vocab, lower = task.tokenizer.layer.vocab_file, task.tokenizer.lower_case
+  if isinstance(task, tasks.ClassificationTask):
+    pairs = (task.layout.text_b is not None if task.layout is not None
+             else task.columns[1] is not None)
+    export_classifier(model, path, vocab, lower, task.seq_length, task.labels,
+                      pairs)
+    return "classifier"
+  if isinstance(task, tasks.QuestionAnsweringTask):
+    export_span_labeler(model, path, vocab, lower, task.seq_length,
+                        task.max_query_length, task.max_answer_length)
+    return "span_labeler"
+  if isinstance(task, tasks.TokenClassificationTask):
+    export_tagger(model, path, vocab, lower, task.seq_length, task.labels)
+    return "tagger"
+  raise ValueError(f"{model_dir} trained a {type(task).__name__}, which has no "
+                   "serving export (classification, QA and tagging do)")

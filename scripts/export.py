@@ -2,15 +2,17 @@
 
   bert-export --kind=encoder --checkpoint=CKPT --output=DIR
   bert-export --kind=preprocessor --checkpoint=CKPT --output=DIR [--seq_length=128]
-  bert-export --kind=classifier --checkpoint=MODEL_DIR --output=DIR
+  bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
 has pre-training heads (any format the loader reads). preprocessor: raw
 strings -> encoder inputs, with `.tokenize` and `.bert_pack_inputs`; vocab and
-casing from the checkpoint (or --vocab_file/--do_lower_case). classifier: a
-`bert-train` model_dir of a ClassificationTask -> `serving_default` on raw
-strings (`text`, and `text_b` for pairs). Loading needs tensorflow and, for
-models that tokenize, `import tensorflow_text`.
+casing from the checkpoint (or --vocab_file/--do_lower_case). classifier,
+span_labeler, tagger: a `bert-train` model_dir of a classification, SQuAD or
+NER run -> `serving_default` on raw strings (classifier: `text` [+ `text_b`]
+-> `probabilities`, `label`; span_labeler: `question`, `context` -> `answer`,
+`score`, `start`, `end`; tagger: `text` -> `words`, `tags`). Loading needs
+tensorflow and, for models that tokenize, `import tensorflow_text`.
 """
 
 from absl import app
@@ -19,8 +21,8 @@ from absl import flags
 from bert.scripts import _cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("kind", None, ["encoder", "preprocessor", "classifier"],
-                  "What to export.")
+flags.DEFINE_enum("kind", None, ["encoder", "preprocessor", "classifier",
+                                 "span_labeler", "tagger"], "What to export.")
 flags.DEFINE_string("checkpoint", None, "Checkpoint folder (encoder, "
                     "preprocessor) or bert-train model_dir (classifier).")
 flags.DEFINE_string("output", None, "SavedModel folder to write.")
@@ -36,8 +38,11 @@ flags.mark_flags_as_required(["kind", "output"])
 def main(argv):
   del argv
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
-  if FLAGS.kind == "classifier":
-    export.export_trained_classifier(FLAGS.checkpoint, FLAGS.output)
+  if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
+    kind = export.export_trained(FLAGS.checkpoint, FLAGS.output)
+    if kind != FLAGS.kind:
+      raise app.UsageError(f"{FLAGS.checkpoint} is a {kind} run, not a "
+                           f"{FLAGS.kind}; exported it as a {kind}")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm)

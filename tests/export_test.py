@@ -161,3 +161,71 @@ RuntimeConfig.strategy = "one_device"
   expected = tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},
                                  training=False)["logits"]).numpy()
   assert np.abs(np.array(got) - expected).max() <= 1e-5
+
+
+def test_span_labeler_serving_matches_postprocessing(tmp_path):
+  from bert.data import squad_data as sd  # pylint: disable=g-import-not-at-top
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  from bert.models import BertSpanLabeler  # pylint: disable=g-import-not-at-top
+  model = BertSpanLabeler(BertEncoder(small_config(vocab_size=30522,
+                                                   max_position_embeddings=64)))
+  path = str(tmp_path / "span")
+  export.export_span_labeler(model, path, vocab(), True, seq_length=64,
+                             max_query_length=16, max_answer_length=5)
+  questions = ["Who wrote it?", "Wo ist das Straße-Schild?"]
+  contexts = ["The  Quick-Brown fox wrote Émile's letter in 1990.",
+              "Das Schild steht an der Straße ½ km von hier."]
+  got = run_without_bert(f"""
+      import json
+      import tensorflow as tf, tensorflow_text
+      m = tf.saved_model.load({path!r})
+      r = m.signatures["serving_default"](question=tf.constant({questions!r}),
+                                         context=tf.constant({contexts!r}))
+      print(json.dumps(dict(answer=[a.decode() for a in r["answer"].numpy()],
+                            score=r["score"].numpy().tolist())))
+  """)
+  examples = [sd.SquadExample(str(i), q, c, [("x", 0)]) for i, (q, c) in
+              enumerate(zip(questions, contexts))]
+  arrays, meta = sd.encode_examples(examples, Tokenizer(vocab()), 64, 64, 16)
+  assert len(meta) == 2                       # one window each
+  out = model({k: tf.constant(arrays[k]) for k in
+               ("input_word_ids", "input_mask", "input_type_ids")}, training=False)
+  predictions, nbest, _ = sd.postprocess(
+      examples, meta, out["start_logits"].numpy(), out["end_logits"].numpy(),
+      n_best_size=64, max_answer_length=5)
+  assert got["answer"] == [predictions["0"], predictions["1"]]
+  for i in range(2):
+    best = nbest[str(i)][0]
+    assert abs(got["score"][i] - (best["start_logit"] + best["end_logit"])) < 1e-4
+    assert got["answer"][i] in contexts[i]
+
+
+def test_tagger_serving_matches_word_predictions(tmp_path):
+  from bert.data import ner_data  # pylint: disable=g-import-not-at-top
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  from bert.models import BertTokenClassifier  # pylint: disable=g-import-not-at-top
+  labels = ["O", "B-person", "I-person", "B-location"]
+  model = BertTokenClassifier(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=64)), len(labels))
+  path = str(tmp_path / "tagger")
+  export.export_tagger(model, path, vocab(), True, 64, labels)
+  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", ""]
+  got = run_without_bert(f"""
+      import json
+      import tensorflow as tf, tensorflow_text
+      m = tf.saved_model.load({path!r})
+      r = m.signatures["serving_default"](text=tf.constant({texts!r}))
+      print(json.dumps(dict(words=[[w.decode() for w in row] for row in r["words"].numpy()],
+                            tags=[[t.decode() for t in row] for row in r["tags"].numpy()])))
+  """)
+  sentences = [ner_data.Sentence(t.split(), None, 1) for t in texts if t.split()]
+  features = ner_data.encode_sentences(sentences, Tokenizer(vocab()), 64)
+  predicted = model({k: tf.constant(features[k]) for k in
+                     ("input_word_ids", "input_mask", "input_type_ids")},
+                    training=False)["logits"].numpy().argmax(-1)
+  expected = ner_data.word_predictions(sentences, features, predicted, labels)
+  for row, sentence, tags in zip(got["tags"], sentences, expected):
+    n = len(sentence.words)
+    assert row[:n] == tags and all(t == "" for t in row[n:])
+  assert got["words"][0][:5] == texts[0].split()
+  assert all(t == "" for t in got["tags"][2])
