@@ -6,12 +6,16 @@ is *not* a quote character), and a generic reader for TSV/CSV/JSONL files
 with named columns. Every problem names the file and line.
 """
 
+import contextlib
 import csv
 import dataclasses
 import json
 import logging
 import os
 from typing import Dict, List, Optional, Sequence, Union
+
+from bert.data._io import text_lines
+from bert.data.errors import DataError
 
 Label = Union[str, float, None]
 
@@ -70,10 +74,6 @@ GLUE_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
                 "sst_2": "sst-2"}
 
 
-class DataError(ValueError):
-  """Malformed input data; the message names the file and line."""
-
-
 def glue_layout(task: str) -> GlueLayout:
   name = GLUE_ALIASES.get(task.lower(), task.lower())
   if name not in GLUE_TASKS:
@@ -83,13 +83,10 @@ def glue_layout(task: str) -> GlueLayout:
 
 def _tsv_rows(path: str):
   """(line number, columns) of a TSV file; `"` is an ordinary character."""
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path}: no such file")
-  with open(path, "r", encoding="utf-8-sig", newline="") as f:
-    for number, line in enumerate(f, start=1):
-      line = line.rstrip("\r\n")
-      if line:
-        yield number, line.split("\t")
+  for number, line in text_lines(path):
+    line = line.rstrip("\r\n")
+    if line:
+      yield number, line.split("\t")
 
 
 def _column(row, index, path, number, what):
@@ -159,7 +156,7 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
     raise FileNotFoundError(f"{path}: no such file")
   wanted = [c for c in (text_a, text_b, label) if c]
   rows = []
-  with open(path, "r", encoding="utf-8-sig", newline="") as f:
+  with contextlib.nullcontext(line for _, line in text_lines(path)) as f:
     if ext in (".jsonl", ".json"):
       for number, line in enumerate(f, start=1):
         if not line.strip():
@@ -226,7 +223,7 @@ def read_swag(path: str, num_choices: int = 4) -> List[ChoiceExample]:
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: no such file")
   examples = []
-  with open(path, "r", encoding="utf-8-sig", newline="") as f:
+  with contextlib.nullcontext(line for _, line in text_lines(path)) as f:
     reader = csv.reader(f)
     header = next(reader, None)
     if header is None:

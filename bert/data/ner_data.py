@@ -8,12 +8,12 @@ problem names the file and line.
 """
 
 import dataclasses
-import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from bert.data.classification_data import DataError
+from bert.data._io import text_lines
+from bert.data.errors import DataError
 
 
 @dataclasses.dataclass
@@ -28,33 +28,30 @@ def read_conll(path: str, num_columns: Optional[int] = None,
   """Sentences of a CoNLL file. With `num_columns`, every token line must
   have exactly that many columns; otherwise the first line sets it.
   `has_tags=None`: tags if the lines have two or more columns."""
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path}: no such file")
   sentences, words, tags, start = [], [], [], 0
-  with open(path, "r", encoding="utf-8") as f:
-    for number, line in enumerate(f, start=1):
-      columns = line.split()
-      if not columns:
-        if words:
-          sentences.append(Sentence(words, tags if has_tags else None, start))
-        words, tags = [], []
-        continue
-      if columns[0] == "-DOCSTART-":
-        continue
-      if num_columns is None:
-        num_columns = len(columns)
-        if has_tags is None:
-          has_tags = num_columns >= 2
-        if has_tags and num_columns < 2:
-          raise DataError(f"{path}:{number}: expected a token and a tag, "
-                          f"got {len(columns)} column(s)")
-      if len(columns) != num_columns:
-        raise DataError(f"{path}:{number}: {len(columns)} column(s), expected "
-                        f"{num_columns}")
-      if not words:
-        start = number
-      words.append(columns[0])
-      tags.append(columns[-1])
+  for number, line in text_lines(path):
+    columns = line.split()
+    if not columns:
+      if words:
+        sentences.append(Sentence(words, tags if has_tags else None, start))
+      words, tags = [], []
+      continue
+    if columns[0] == "-DOCSTART-":
+      continue
+    if num_columns is None:
+      num_columns = len(columns)
+      if has_tags is None:
+        has_tags = num_columns >= 2
+      if has_tags and num_columns < 2:
+        raise DataError(f"{path}:{number}: expected a token and a tag, "
+                        f"got {len(columns)} column(s)")
+    if len(columns) != num_columns:
+      raise DataError(f"{path}:{number}: {len(columns)} column(s), expected "
+                      f"{num_columns}")
+    if not words:
+      start = number
+    words.append(columns[0])
+    tags.append(columns[-1])
   if words:
     sentences.append(Sentence(words, tags if has_tags else None, start))
   if not sentences:

@@ -14,7 +14,6 @@ and the best null-score threshold).
 import collections
 import dataclasses
 import json
-import os
 import random
 import re
 import string
@@ -22,7 +21,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bert.data.classification_data import DataError
+from bert.data._io import read_text
+from bert.data.errors import DataError
 
 
 @dataclasses.dataclass
@@ -40,13 +40,12 @@ def read_squad(path: str, articles: Optional[Sequence[str]] = None
   """Examples of a SQuAD json (v1.1 or v2.0), optionally of some articles
   (by title). An answer whose `answer_start` does not point at its text is
   an error naming the file and question id."""
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path}: no such file")
-  with open(path, "r", encoding="utf-8") as f:
-    try:
-      data = json.load(f)["data"]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-      raise DataError(f"{path}: not a SQuAD json file ({e})") from None
+  try:
+    data = json.loads(read_text(path))["data"]
+  except json.JSONDecodeError as e:
+    raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+  except (KeyError, TypeError) as e:
+    raise DataError(f"{path}: not a SQuAD json file (no {e})") from None
   wanted = set(articles) if articles is not None else None
   examples = []
   for article in data:
@@ -77,8 +76,7 @@ def read_squad(path: str, articles: Optional[Sequence[str]] = None
 
 
 def article_titles(path: str) -> List[str]:
-  with open(path, "r", encoding="utf-8") as f:
-    return [a.get("title", "") for a in json.load(f)["data"]]
+  return [a.get("title", "") for a in json.loads(read_text(path))["data"]]
 
 
 def split_articles(titles: Sequence[str], train_fraction: float, seed: int = 0

@@ -1,0 +1,37 @@
+"""Reading user text files: every decoding problem names the file and line."""
+
+import os
+from typing import Iterator, Tuple
+
+from bert.data.errors import DataError
+
+
+def text_lines(path: str) -> Iterator[Tuple[int, str]]:
+  """(line number, line with its newline) of a UTF-8 file (a leading BOM is
+  dropped). Invalid UTF-8 is a DataError naming the file and line."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  with open(path, "rb") as f:
+    for number, raw in enumerate(f, start=1):
+      try:
+        line = raw.decode("utf-8")
+      except UnicodeDecodeError as e:
+        raise DataError(f"{path}:{number}: not valid UTF-8 (byte "
+                        f"0x{raw[e.start]:02x} at column {e.start + 1})") from None
+      if number == 1 and line.startswith("\ufeff"):
+        line = line[1:]
+      yield number, line
+
+
+def read_text(path: str) -> str:
+  """The whole UTF-8 file; invalid UTF-8 is a DataError naming the line."""
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  with open(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8-sig")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x})"
+                    ) from None
