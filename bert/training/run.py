@@ -9,7 +9,9 @@ TensorBoard summaries and the orbit `Controller`.
 import dataclasses
 import os
 import shutil
+import signal
 import tempfile
+import threading
 from typing import Dict, Optional
 
 import gin
@@ -20,7 +22,7 @@ import tf_keras
 from bert.tasks.base import Task
 from bert.training import distribute
 from bert.training.optimization import OptimizerConfig, build_optimizer
-from bert.training.trainer import Trainer
+from bert.training.trainer import Trainer, TrainingStopped
 
 MODES = ("train", "eval", "train_and_eval", "predict")
 
@@ -106,6 +108,65 @@ def _dropout_generators(model):
   return generators
 
 
+def _set_aside_unreadable_checkpoints(model_dir: str, log_fn) -> None:
+  """Makes the newest *readable* checkpoint the latest one.
+
+  A checkpoint whose files are truncated or corrupt (a write interrupted by a
+  crash or a full disk) is renamed to `*.unreadable` and dropped from the
+  `checkpoint` state file, so training resumes from the one before it.
+  """
+  state = tf.train.get_checkpoint_state(model_dir)
+  if state is None:
+    return
+  paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+  good = list(paths)
+  for path in reversed(paths):
+    try:
+      reader = tf.train.load_checkpoint(path)
+      for name in reader.get_variable_to_shape_map():
+        reader.get_tensor(name)
+      break
+    except (tf.errors.OpError, ValueError, IndexError) as e:   # truncated/corrupt
+      good.remove(path)
+      for f in tf.io.gfile.glob(path + ".*"):
+        tf.io.gfile.rename(f, f + ".unreadable", overwrite=True)
+      if log_fn:
+        log_fn(f"checkpoint {path} is unreadable ({type(e).__name__}: "
+               f"{str(e).splitlines()[0][:200]}); set aside as *.unreadable")
+  if good != paths:
+    if good:
+      tf.compat.v1.train.update_checkpoint_state(model_dir, good[-1],
+                                                 all_model_checkpoint_paths=good)
+    else:
+      tf.io.gfile.remove(os.path.join(model_dir, "checkpoint"))
+
+
+class _StopRequest:
+  """Set by SIGTERM: the loop saves a checkpoint and returns at the end of
+  the current loop of `steps_per_loop` steps."""
+
+  def __init__(self, log_fn):
+    self.requested = False
+    self.log_fn = log_fn
+    self._previous = None
+
+  def __enter__(self):
+    if threading.current_thread() is threading.main_thread():
+      self._previous = signal.signal(signal.SIGTERM, self._handle)
+    return self
+
+  def _handle(self, signum, frame):
+    del signum, frame
+    self.requested = True
+    if self.log_fn:
+      self.log_fn("SIGTERM: saving a checkpoint at the end of this loop, then "
+                  "stopping")
+
+  def __exit__(self, *exc):
+    if self._previous is not None:
+      signal.signal(signal.SIGTERM, self._previous)
+
+
 def _floats(d):
   return {k: float(v) for k, v in (d or {}).items()}
 
@@ -119,7 +180,10 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   Resumes from the newest checkpoint in `model_dir` if there is one, else
   calls `task.initialize(model)` (e.g. load a pre-trained encoder).
   Raises NonFiniteLossError if the loss becomes NaN/Inf (the last good
-  checkpoint stays the newest one in model_dir).
+  checkpoint stays the newest one in model_dir). On SIGTERM, saves a
+  checkpoint at the end of the current loop and returns (with
+  `stopped_at_step`). An unreadable newest checkpoint (interrupted write) is
+  set aside and the one before it used.
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -149,6 +213,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     dropout_rng = _dropout_generators(model)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                    dropout_rng=dropout_rng)
+  if chief and mode != "predict":
+    _set_aside_unreadable_checkpoints(model_dir, log_fn)
   # Non-chief workers must take part in saving (collectives) but write to a
   # scratch folder that is deleted afterwards.
   ckpt_dir = model_dir if chief else tempfile.mkdtemp(prefix="worker_ckpt_")
@@ -202,15 +268,24 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   if mode != "train":
     trainer.eval_dataset = strategy.distribute_datasets_from_function(
         lambda ctx: task.build_inputs(ctx, training=False))
+  stop = _StopRequest(log_fn)
+  trainer.stop_requested = lambda: stop.requested
   try:
-    if mode == "train":
-      controller.train(steps=runtime.train_steps)   # saves at completion
-      return trainer.last_train_results
-    if mode == "eval":
-      return _floats(controller.evaluate(steps=runtime.eval_steps))
-    return _floats(controller.train_and_evaluate(
-        train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
-        eval_interval=runtime.eval_interval))
+    with stop:
+      if mode == "train":
+        controller.train(steps=runtime.train_steps)   # saves at completion
+        return trainer.last_train_results
+      if mode == "eval":
+        return _floats(controller.evaluate(steps=runtime.eval_steps))
+      return _floats(controller.train_and_evaluate(
+          train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
+          eval_interval=runtime.eval_interval))
+  except TrainingStopped as e:
+    manager.save(checkpoint_number=optimizer.iterations, check_interval=False)
+    if log_fn:
+      log_fn(f"stopped at step {e.step}: checkpoint saved in {model_dir}; run "
+             "the same command to resume")
+    return dict(trainer.last_train_results, stopped_at_step=float(e.step))
   finally:
     if not chief:
       shutil.rmtree(ckpt_dir, ignore_errors=True)

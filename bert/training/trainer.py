@@ -27,6 +27,14 @@ class NonFiniteLossError(RuntimeError):
   """The training loss became NaN or Inf."""
 
 
+class TrainingStopped(Exception):
+  """A stop was requested (SIGTERM); raised at the end of a loop."""
+
+  def __init__(self, step: int):
+    super().__init__(f"stopped at step {step}")
+    self.step = step
+
+
 class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
   """Trains and evaluates `task.build_model()` under `strategy`."""
 
@@ -61,6 +69,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
           name="first_nonfinite_loss")
     self._loop_start = None
     self.last_train_results: Dict[str, float] = {}
+    self.stop_requested = lambda: False
     # Datasets may be set later (`trainer.train_dataset = ...`), e.g. after a
     # checkpoint restore has decided where the data resumes.
     orbit.StandardTrainer.__init__(
@@ -192,6 +201,8 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     if self.log_fn is not None:
       self.log_fn(self._progress_line(step, out, elapsed / max(steps, 1)))
     self.last_train_results = out
+    if self.stop_requested():
+      raise TrainingStopped(step)
     return out
 
   def _current_learning_rate(self):
