@@ -6,6 +6,7 @@ from `model_dir`, including the input iterator so data order resumes too),
 TensorBoard summaries and the orbit `Controller`.
 """
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -167,6 +168,21 @@ class _StopRequest:
       signal.signal(signal.SIGTERM, self._previous)
 
 
+@contextlib.contextmanager
+def _explain_restore_errors(path):
+  """A checkpoint whose shapes do not fit the model is an error naming it."""
+  try:
+    yield
+  except ValueError as e:
+    text = str(e)
+    if path and ("shape" in text or "incompatible" in text.lower()):
+      raise ValueError(
+          f"checkpoint {path} does not fit this model: {text.splitlines()[0]} "
+          "(was this model_dir written by a run with another task, label "
+          "count or config?)") from None
+    raise
+
+
 def _floats(d):
   return {k: float(v) for k, v in (d or {}).items()}
 
@@ -228,7 +244,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     # Restored here: eval needs no optimizer slots (expect_partial), and
     # non-chief workers resume from the chief's folder.
     if latest:
-      checkpoint.restore(latest).expect_partial()
+      with _explain_restore_errors(latest):
+        checkpoint.restore(latest).expect_partial()
     elif mode in ("eval", "predict"):
       raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
     else:
@@ -244,17 +261,18 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
                     jit_compile=runtime.jit_compile,
                     train_steps=runtime.train_steps, log_fn=log_fn)
   # The Controller restores the newest checkpoint (or runs task.initialize).
-  controller = orbit.Controller(
-      strategy=strategy,
-      trainer=trainer if mode != "eval" else None,
-      evaluator=trainer if mode != "train" else None,
-      global_step=optimizer.iterations,
-      steps_per_loop=runtime.steps_per_loop,
-      checkpoint_manager=manager if chief and mode != "eval" else None,
-      summary_interval=(runtime.summary_interval or runtime.steps_per_loop)
-      if chief else None,
-      summary_dir=os.path.join(model_dir, "train") if chief else None,
-      eval_summary_dir=os.path.join(model_dir, "eval") if chief else None)
+  with _explain_restore_errors(latest):
+    controller = orbit.Controller(
+        strategy=strategy,
+        trainer=trainer if mode != "eval" else None,
+        evaluator=trainer if mode != "train" else None,
+        global_step=optimizer.iterations,
+        steps_per_loop=runtime.steps_per_loop,
+        checkpoint_manager=manager if chief and mode != "eval" else None,
+        summary_interval=(runtime.summary_interval or runtime.steps_per_loop)
+        if chief else None,
+        summary_dir=os.path.join(model_dir, "train") if chief else None,
+        eval_summary_dir=os.path.join(model_dir, "eval") if chief else None)
   if not chief and mode != "eval":
     controller.checkpoint_manager = manager   # saves only; nothing to restore
   # The data pipelines are built after the restore: training data starts at

@@ -31,7 +31,8 @@ def write_data(folder, n, seed, regression=False):
   return path
 
 
-def make_task(tmp_path, regression=False, epochs=4, **kwargs):
+def make_task(tmp_path, regression=False, epochs=4, labels=("neg", "pos"),
+              **kwargs):
   vocab = os.path.join(minilm_dir(), "vocab.txt")
   return ClassificationTask(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
@@ -40,7 +41,7 @@ def make_task(tmp_path, regression=False, epochs=4, **kwargs):
       eval_file=write_data(str(tmp_path), 96, 1, regression),
       predict_file=write_data(str(tmp_path), 40, 2, regression),
       text_a_column="text", label_column="label",
-      labels=None if regression else ["neg", "pos"], regression=regression,
+      labels=None if regression else list(labels), regression=regression,
       num_train_epochs=epochs, **kwargs)
 
 
@@ -98,3 +99,13 @@ def test_bad_settings_are_named(tmp_path):
     ClassificationTask(bert_config=small_config(), labels=["a", "b"],
                        vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
                        do_lower_case=True, seq_length=32)
+
+
+def test_resuming_with_another_label_count_names_the_checkpoint(tmp_path):
+  runtime = RuntimeConfig(train_steps=2, steps_per_loop=2, strategy="one_device")
+  run_experiment(make_task(tmp_path), str(tmp_path / "model"), "train", runtime,
+                 log_fn=None)
+  three = make_task(tmp_path, labels=["neg", "pos", "meh"])
+  with pytest.raises(ValueError, match=r"checkpoint .*ckpt-2 does not fit this "
+                     r"model: .*another task, label count"):
+    run_experiment(three, str(tmp_path / "model"), "train", runtime, log_fn=None)
