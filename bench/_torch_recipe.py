@@ -3,11 +3,32 @@ scripts: AdamW (betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm
 weights and biases), 10% linear warmup then linear decay, clipping 1.0, a
 seeded shuffle per epoch."""
 
+import argparse
 import math
 import time
 
 import torch
 import transformers
+
+
+def parse_args(extra, seq_length=128, epochs=3.0):
+  """The recipe's flags (--model, --data_dir, --seq_length, --batch_size,
+  --epochs, --learning_rate, --seed, --threads), plus the script's own:
+  `extra(parser)` adds them. Also sets the seed and thread count."""
+  p = argparse.ArgumentParser()
+  p.add_argument("--model", required=True)
+  p.add_argument("--data_dir", required=True)
+  p.add_argument("--seq_length", type=int, default=seq_length)
+  p.add_argument("--batch_size", type=int, default=32)
+  p.add_argument("--epochs", type=float, default=epochs)
+  p.add_argument("--learning_rate", type=float, default=5e-5)
+  p.add_argument("--seed", type=int, default=42)
+  p.add_argument("--threads", type=int, default=2)
+  extra(p)
+  args = p.parse_args()
+  torch.manual_seed(args.seed)
+  torch.set_num_threads(args.threads)
+  return args
 
 
 def train(model, tensors, labels, epochs, batch_size, learning_rate, seed):

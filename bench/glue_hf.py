@@ -13,7 +13,6 @@ warmup then linear decay, global-norm clipping 1.0, dropout 0.1, the same seq
 length and seed. Prints the dev metrics as one JSON line.
 """
 
-import argparse
 import json
 import time
 
@@ -35,21 +34,11 @@ def encode(tokenizer, examples, seq_length):
 
 
 def main():
-  p = argparse.ArgumentParser()
-  p.add_argument("--task", required=True)
-  p.add_argument("--model", required=True)
-  p.add_argument("--data_dir", required=True)
-  p.add_argument("--seq_length", type=int, default=128)
-  p.add_argument("--batch_size", type=int, default=32)
-  p.add_argument("--epochs", type=float, default=3.0)
-  p.add_argument("--learning_rate", type=float, default=5e-5)
-  p.add_argument("--max_train_examples", type=int, default=0)
-  p.add_argument("--seed", type=int, default=42)
-  p.add_argument("--threads", type=int, default=2)
-  args = p.parse_args()
+  def extra(p):
+    p.add_argument("--task", required=True)
+    p.add_argument("--max_train_examples", type=int, default=0)
 
-  torch.manual_seed(args.seed)
-  torch.set_num_threads(args.threads)
+  args = _torch_recipe.parse_args(extra)
   layout = cd.glue_layout(args.task)
   train = cd.read_glue(args.task, f"{args.data_dir}/train.tsv", "train")
   if args.max_train_examples:

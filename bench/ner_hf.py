@@ -10,7 +10,6 @@ except LayerNorm/bias, 10% warmup + linear decay, clipping 1.0, dropout 0.1,
 seq 128, seed 42) and the same seqeval entity F1 on the test file.
 """
 
-import argparse
 import json
 import os
 import time
@@ -26,20 +25,11 @@ from bert.tasks.token_classification import entity_metrics
 
 
 def main():
-  p = argparse.ArgumentParser()
-  p.add_argument("--model", required=True)
-  p.add_argument("--data_dir", required=True)
-  p.add_argument("--train_file", default="wnut17train.conll")
-  p.add_argument("--eval_file", default="emerging.test.annotated")
-  p.add_argument("--seq_length", type=int, default=128)
-  p.add_argument("--batch_size", type=int, default=32)
-  p.add_argument("--epochs", type=float, default=3.0)
-  p.add_argument("--learning_rate", type=float, default=5e-5)
-  p.add_argument("--seed", type=int, default=42)
-  p.add_argument("--threads", type=int, default=2)
-  args = p.parse_args()
-  torch.manual_seed(args.seed)
-  torch.set_num_threads(args.threads)
+  def extra(p):
+    p.add_argument("--train_file", default="wnut17train.conll")
+    p.add_argument("--eval_file", default="emerging.test.annotated")
+
+  args = _torch_recipe.parse_args(extra)
 
   tokenizer = Tokenizer(os.path.join(args.model, "vocab.txt"), lower_case=True)
   train = ner_data.read_conll(os.path.join(args.data_dir, args.train_file))

@@ -9,7 +9,6 @@ same post-processing and official EM/F1, the same hyper-parameters (batch 32,
 dropout 0.1, max_seq_length 384, doc_stride 128, max_query_length 64, seed 42).
 """
 
-import argparse
 import json
 import os
 import time
@@ -24,22 +23,13 @@ from bert.data.tokenization import Tokenizer
 
 
 def main():
-  p = argparse.ArgumentParser()
-  p.add_argument("--model", required=True)
-  p.add_argument("--data_dir", required=True)
-  p.add_argument("--file", default="dev-v1.1.json")
-  p.add_argument("--train_fraction", type=float, default=0.8)
-  p.add_argument("--seq_length", type=int, default=384)
-  p.add_argument("--doc_stride", type=int, default=128)
-  p.add_argument("--max_query_length", type=int, default=64)
-  p.add_argument("--batch_size", type=int, default=32)
-  p.add_argument("--epochs", type=float, default=2.0)
-  p.add_argument("--learning_rate", type=float, default=5e-5)
-  p.add_argument("--seed", type=int, default=42)
-  p.add_argument("--threads", type=int, default=2)
-  args = p.parse_args()
-  torch.manual_seed(args.seed)
-  torch.set_num_threads(args.threads)
+  def extra(p):
+    p.add_argument("--file", default="dev-v1.1.json")
+    p.add_argument("--train_fraction", type=float, default=0.8)
+    p.add_argument("--doc_stride", type=int, default=128)
+    p.add_argument("--max_query_length", type=int, default=64)
+
+  args = _torch_recipe.parse_args(extra, seq_length=384, epochs=2.0)
 
   path = os.path.join(args.data_dir, args.file)
   train_titles, eval_titles = sd.split_articles(

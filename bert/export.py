@@ -22,6 +22,7 @@ tokenizer uses; this library is not needed to serve.
   [batch, max words] padded with ""; words past the sequence length get "".
 """
 
+import os
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -198,14 +199,13 @@ class _TaggerServing(tf.Module):
     keep = tf.maximum(pieces.row_lengths() - 1, 1)
     pieces = tf.ragged.boolean_mask(pieces, tf.ragged.range(pieces.row_lengths())
                                     < keep[:, None])
-    per_word = words.with_flat_values(tf.zeros_like(words.flat_values, tf.int32))
-    per_word_pieces = tf.RaggedTensor.from_row_lengths(pieces, per_word.row_lengths())
+    per_word_pieces = tf.RaggedTensor.from_row_lengths(pieces, words.row_lengths())
     inputs = self.packer([per_word_pieces])
     predicted = tf.argmax(self.model(inputs, training=False)["logits"], -1,
                           output_type=tf.int32)                      # [b, s]
     # Position of each word's first piece: 1 + pieces of the words before it.
     lengths = tf.RaggedTensor.from_row_lengths(
-        tf.cast(pieces.row_lengths(), tf.int32), per_word.row_lengths())
+        tf.cast(pieces.row_lengths(), tf.int32), words.row_lengths())
     first = 1 + tf.math.cumsum(lengths, axis=1, exclusive=True)
     fits = first <= self.seq_length - 2         # the first piece was packed
     tags = tf.gather(self.labels, tf.gather(predicted, tf.minimum(
@@ -224,7 +224,6 @@ def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
 def load_trained_task(model_dir: str):
   """(task, model) of a `bert-train` run: the task rebuilt from the run's
   operative_config.gin, the model with the newest checkpoint's weights."""
-  import os  # pylint: disable=g-import-not-at-top
   import gin  # pylint: disable=g-import-not-at-top
   from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
   from bert.training import run  # pylint: disable=g-import-not-at-top

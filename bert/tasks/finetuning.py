@@ -111,10 +111,12 @@ class FinetuningTask(Task):
     return {k: features[k] for k in ("input_word_ids", "input_mask",
                                      "input_type_ids")}
 
+  def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
+    """The model's outputs on a whole split (inference, in order)."""
+    ds = tf.data.Dataset.from_tensor_slices(self.model_inputs(self.features(split)))
+    parts = [{k: v.numpy() for k, v in model(batch, training=False).items()}
+             for batch in ds.batch(self.eval_batch_size)]
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
   def logits(self, model, split: str) -> np.ndarray:
-    """The model's logits on a whole split (inference, in order)."""
-    data = self.features(split)
-    ds = tf.data.Dataset.from_tensor_slices(self.model_inputs(data))
-    out = [model(batch, training=False)["logits"].numpy()
-           for batch in ds.batch(self.eval_batch_size)]
-    return np.concatenate(out)
+    return self.model_outputs(model, split)["logits"]

@@ -137,15 +137,10 @@ class QuestionAnsweringTask(FinetuningTask):
                                     null_odds if self.version_2 else None)
 
   def predict(self, model, output_dir):
-    data = self.features("predict")
-    ds = tf.data.Dataset.from_tensor_slices(self.model_inputs(data))
-    starts, ends = [], []
-    for batch in ds.batch(self.eval_batch_size):
-      out = model(batch, training=False)
-      starts.append(out["start_logits"].numpy())
-      ends.append(out["end_logits"].numpy())
+    out = self.model_outputs(model, "predict")
     predictions, nbest, null_odds = self._answers(
-        "predict", data["feature_id"], np.concatenate(starts), np.concatenate(ends))
+        "predict", self.features("predict")["feature_id"], out["start_logits"],
+        out["end_logits"])
     files = dict(predictions=predictions, nbest_predictions=nbest)
     if self.version_2:
       files["null_odds"] = null_odds
