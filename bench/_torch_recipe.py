@@ -1,12 +1,15 @@
 """The fine-tuning recipe of our gin configs, in PyTorch, for the comparison
 scripts: AdamW (betas 0.9/0.999, eps 1e-6, weight decay 0.01 except LayerNorm
 weights and biases), 10% linear warmup then linear decay, clipping 1.0, a
-seeded shuffle per epoch."""
+seeded shuffle per epoch. Batches are cut to their longest row (padding to
+the longest sequence in each batch, as Hugging Face's own collators do): the
+same numbers as full-length padding, with no compute on trailing padding."""
 
 import argparse
 import math
 import time
 
+import numpy as np
 import torch
 import transformers
 
@@ -31,6 +34,36 @@ def parse_args(extra, seq_length=128, epochs=3.0):
   return args
 
 
+def trim(batch, mask_key="attention_mask"):
+  """Cuts every tensor of `batch` whose last axis is the padded sequence axis
+  down to the longest row of `batch[mask_key]` (1 = real token)."""
+  mask = batch[mask_key]
+  full = mask.shape[-1]
+  longest = int(mask.reshape(-1, full).sum(-1).max())
+  return {k: (v[..., :longest] if v.dim() >= 2 and v.shape[-1] == full else v)
+          for k, v in batch.items()}
+
+
+def predict(model, tensors, batch_size=64, pad_value=-1e9):
+  """Runs `model` on all rows of `tensors` (dict of model inputs) in order
+  and returns each output named in the model's output dict as one NumPy
+  array, per-token outputs padded back to the full sequence length."""
+  n = len(next(iter(tensors.values())))
+  full = tensors["attention_mask"].shape[-1]
+  parts = {}
+  with torch.no_grad():
+    for i in range(0, n, batch_size):
+      out = model(**trim({k: v[i:i + batch_size] for k, v in tensors.items()}))
+      for k, v in out.items():
+        v = v.numpy()
+        if v.ndim >= 2 and v.shape[1] < full:   # [batch, seq, ...] cut
+          pad = [(0, 0)] * v.ndim
+          pad[1] = (0, full - v.shape[1])
+          v = np.pad(v, pad, constant_values=pad_value)
+        parts.setdefault(k, []).append(v)
+  return {k: np.concatenate(v) for k, v in parts.items()}
+
+
 def train(model, tensors, labels, epochs, batch_size, learning_rate, seed):
   """Fine-tunes `model` (in place) on rows of `tensors` (dict of model inputs)
   and `labels`; returns the number of steps."""
@@ -52,7 +85,8 @@ def train(model, tensors, labels, epochs, batch_size, learning_rate, seed):
   start = time.time()
   for step in range(steps):
     idx = order[step * batch_size:(step + 1) * batch_size]
-    out = model(**{k: v[idx] for k, v in tensors.items()}, labels=labels[idx])
+    batch = trim(dict({k: v[idx] for k, v in tensors.items()}, labels=labels[idx]))
+    out = model(**batch)
     out.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()

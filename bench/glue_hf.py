@@ -59,14 +59,10 @@ def main():
   steps = _torch_recipe.train(
       model, {k: x_train[k] for k in ("input_ids", "attention_mask", "token_type_ids")},
       y_train, args.epochs, args.batch_size, args.learning_rate, args.seed)
-  predictions = []
-  with torch.no_grad():
-    for i in range(0, len(dev), 64):
-      logits = model(input_ids=x_dev["input_ids"][i:i + 64],
-                     attention_mask=x_dev["attention_mask"][i:i + 64],
-                     token_type_ids=x_dev["token_type_ids"][i:i + 64]).logits
-      predictions.append(logits.argmax(-1).numpy())
-  result = classification_metrics(y_dev, np.concatenate(predictions),
+  logits = _torch_recipe.predict(
+      model, {k: x_dev[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
+  )["logits"]
+  result = classification_metrics(y_dev, logits.argmax(-1),
                                   layout.metrics)
   result.update(task=args.task, train_examples=len(train), steps=steps,
                 seconds=round(time.time() - start, 1))

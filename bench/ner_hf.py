@@ -14,7 +14,6 @@ import json
 import os
 import time
 
-import numpy as np
 import torch
 import transformers
 
@@ -49,14 +48,11 @@ def main():
                   attention_mask=as_t(f_train, "input_mask"),
                   token_type_ids=as_t(f_train, "input_type_ids")),
       y, args.epochs, args.batch_size, args.learning_rate, args.seed)
-  predicted = []
-  with torch.no_grad():
-    for i in range(0, len(f_test["input_word_ids"]), 64):
-      logits = model(input_ids=as_t(f_test, "input_word_ids")[i:i + 64],
-                     attention_mask=as_t(f_test, "input_mask")[i:i + 64],
-                     token_type_ids=as_t(f_test, "input_type_ids")[i:i + 64]).logits
-      predicted.append(logits.argmax(-1).numpy())
-  words = ner_data.word_predictions(test, f_test, np.concatenate(predicted), labels)
+  logits = _torch_recipe.predict(model, dict(
+      input_ids=as_t(f_test, "input_word_ids"),
+      attention_mask=as_t(f_test, "input_mask"),
+      token_type_ids=as_t(f_test, "input_type_ids")))["logits"]
+  words = ner_data.word_predictions(test, f_test, logits.argmax(-1), labels)
   result = entity_metrics([s.tags for s in test], words)
   result.update(task="wnut17", steps=steps, seconds=round(time.time() - start, 1))
   print(json.dumps(result))

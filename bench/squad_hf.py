@@ -13,7 +13,6 @@ import json
 import os
 import time
 
-import numpy as np
 import torch
 import transformers
 
@@ -65,16 +64,12 @@ def main():
                     token_type_ids=as_t(f_train, "input_type_ids")),
       torch.arange(len(f_train["input_word_ids"])), args.epochs,
       args.batch_size, args.learning_rate, args.seed)
-  starts, ends = [], []
-  with torch.no_grad():
-    for i in range(0, len(f_eval["input_word_ids"]), 64):
-      out = model(input_ids=as_t(f_eval, "input_word_ids")[i:i + 64],
-                  attention_mask=as_t(f_eval, "input_mask")[i:i + 64],
-                  token_type_ids=as_t(f_eval, "input_type_ids")[i:i + 64])
-      starts.append(out.start_logits.numpy())
-      ends.append(out.end_logits.numpy())
-  predictions, _, _ = sd.postprocess(held_out, meta, np.concatenate(starts),
-                                     np.concatenate(ends))
+  logits = _torch_recipe.predict(model, dict(
+      input_ids=as_t(f_eval, "input_word_ids"),
+      attention_mask=as_t(f_eval, "input_mask"),
+      token_type_ids=as_t(f_eval, "input_type_ids")))
+  predictions, _, _ = sd.postprocess(held_out, meta, logits["start_logits"],
+                                     logits["end_logits"])
   result = sd.squad_metrics(held_out, predictions)
   result.update(task="squad_v1", train_questions=len(train),
                 eval_questions=len(held_out), steps=steps,

@@ -1,8 +1,16 @@
 """What every fine-tuning task shares: the starting checkpoint, its tokenizer,
-in-memory encoded data and the input pipeline over it."""
+in-memory encoded data and the input pipeline over it.
+
+No compute on padding: rows are encoded at `seq_length`, but every batch is
+cut to the smallest of a few fixed lengths (`length_buckets`) that holds its
+longest row, and training batches are drawn from examples of one bucket
+(`group_by_length`). Cutting trailing padding changes no real token's output
+(attention masks it anyway), so losses and metrics are those of full-length
+batches; the few fixed lengths keep tf.function/XLA to one trace per bucket.
+"""
 
 import math
-from typing import Dict, Optional
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -18,19 +26,33 @@ class FinetuningTask(Task):
   Subclasses implement `encode(split)` -> dict of NumPy arrays (one row per
   model input row) and the model/loss methods of `Task`.
 
+  Subclasses name in `sequence_outputs` the model outputs that have a
+  sequence axis (axis 1), so predictions of cut batches are padded back to
+  `seq_length`.
+
   Args:
     init_checkpoint: a checkpoint folder (any format bert.checkpoints.load
       reads); gives the encoder weights, config, vocab and casing.
     bert_config, vocab_file, do_lower_case: without init_checkpoint (or to
       override its vocab/casing).
+    length_buckets: the lengths batches are cut to (each batch to the
+      smallest one that holds its longest row); default
+      `default_length_buckets(seq_length)`; `[seq_length]` turns cutting off.
+    group_by_length: training batches hold examples of one bucket (seeded,
+      like the shuffle), so short examples are not padded to long ones.
   """
+
+  # Model outputs with a sequence axis at axis 1 (e.g. per-token logits).
+  sequence_outputs: Sequence[str] = ()
 
   def __init__(self, init_checkpoint: Optional[str] = None, bert_config=None,
                vocab_file: Optional[str] = None,
                do_lower_case: Optional[bool] = None, seq_length: int = 128,
                global_batch_size: int = 32, eval_batch_size: int = 64,
                num_train_epochs: float = 3.0, dropout_rate: float = 0.1,
-               seed: int = 42):
+               seed: int = 42,
+               length_buckets: Optional[Sequence[int]] = None,
+               group_by_length: bool = True):
     name = type(self).__name__
     self._init_weights = None
     if init_checkpoint:
@@ -53,6 +75,9 @@ class FinetuningTask(Task):
     if seq_length > self.config.max_position_embeddings:
       raise ValueError(f"{name}.seq_length={seq_length} exceeds "
                        f"max_position_embeddings={self.config.max_position_embeddings}")
+    self.length_buckets = check_length_buckets(
+        default_length_buckets(seq_length) if length_buckets is None
+        else length_buckets, seq_length, name)
     self.tokenizer = Tokenizer(vocab_file, lower_case=do_lower_case)
     size = self.tokenizer.get_special_tokens_dict()["vocab_size"]
     if size != self.config.vocab_size:
@@ -64,6 +89,7 @@ class FinetuningTask(Task):
     self.num_train_epochs = num_train_epochs
     self.dropout_rate = dropout_rate
     self.seed = seed
+    self.group_by_length = group_by_length
     self._cache: Dict[str, Dict[str, np.ndarray]] = {}
 
   @property
@@ -85,23 +111,63 @@ class FinetuningTask(Task):
     return max(1, int(math.ceil(n * self.num_train_epochs / self._global_batch_size)))
 
   def build_inputs(self, input_context, training, start_step=0):
-    """Training: shuffled (seeded, reshuffled each epoch), repeated, starting
-    at `start_step`; evaluation: one ordered pass."""
+    """Training: shuffled (seeded, reshuffled each epoch), repeated, grouped
+    by length bucket, starting at the batch of `start_step`; evaluation: one
+    ordered pass. Every batch is cut to its length bucket."""
     data = self.features("train" if training else "eval")
     ds = tf.data.Dataset.from_tensor_slices(data)
     pipelines = input_context.num_input_pipelines if input_context else 1
     if pipelines > 1:
       ds = ds.shard(pipelines, input_context.input_pipeline_id)
-    if training:
-      batch = (input_context.get_per_replica_batch_size(self._global_batch_size)
-               if input_context else self._global_batch_size)
-      ds = ds.shuffle(len(data["input_word_ids"]), seed=self.seed,
-                      reshuffle_each_iteration=True).repeat()
-      ds = ds.skip(start_step * self._global_batch_size // pipelines)
-      ds = ds.batch(batch, drop_remainder=True)
+    cut = self.batch_cutter(data)
+    if not training:
+      return ds.batch(self.eval_batch_size).map(cut).prefetch(tf.data.AUTOTUNE)
+    batch = (input_context.get_per_replica_batch_size(self._global_batch_size)
+             if input_context else self._global_batch_size)
+    ds = ds.shuffle(len(data["input_word_ids"]), seed=self.seed,
+                    reshuffle_each_iteration=True).repeat()
+    if self.group_by_length and len(self.length_buckets) > 1:
+      buckets = tf.constant(self.length_buckets[:-1], tf.int32)
+      ds = ds.group_by_window(
+          key_func=lambda f: tf.cast(tf.searchsorted(
+              buckets, [row_length(f["input_mask"])]), tf.int64)[0],
+          reduce_func=lambda _, rows: rows.batch(batch, drop_remainder=True),
+          window_size=batch)
     else:
-      ds = ds.batch(self.eval_batch_size)
-    return ds.prefetch(tf.data.AUTOTUNE)
+      ds = ds.batch(batch, drop_remainder=True)
+    # Each step takes one batch per replica; this pipeline feeds
+    # replicas / pipelines of them.
+    ds = ds.skip(start_step * (self._global_batch_size // batch) // pipelines)
+    return ds.map(cut).prefetch(tf.data.AUTOTUNE)
+
+  def sequence_features(self, data: Dict[str, np.ndarray]) -> Sequence[str]:
+    """The features whose last axis is the padded sequence axis."""
+    return [k for k, v in data.items()
+            if v.ndim >= 2 and v.shape[-1] == self.seq_length]
+
+  def batch_cutter(self, data: Dict[str, np.ndarray]):
+    """A function that cuts a batch of `data`'s features to its bucket."""
+    keys = self.sequence_features(data)
+    buckets = tf.constant(self.length_buckets, tf.int32)
+
+    def cut(batch):
+      longest = tf.reduce_max(row_length(batch["input_mask"]))
+      length = buckets[tf.searchsorted(buckets, [longest])[0]]
+      return {k: (v[..., :length] if k in keys else v) for k, v in batch.items()}
+
+    return cut
+
+  def pad_outputs(self, outputs: Dict[str, np.ndarray], value: float = -1e4
+                  ) -> Dict[str, np.ndarray]:
+    """`sequence_outputs` of a cut batch padded back to `seq_length`."""
+    out = dict(outputs)
+    for k in self.sequence_outputs:
+      v = out[k]
+      if v.shape[1] < self.seq_length:
+        pad = [(0, 0)] * v.ndim
+        pad[1] = (0, self.seq_length - v.shape[1])
+        out[k] = np.pad(v, pad, constant_values=value)
+    return out
 
   def initialize(self, model):
     if self._init_weights is not None:
@@ -112,11 +178,50 @@ class FinetuningTask(Task):
                                      "input_type_ids")}
 
   def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
-    """The model's outputs on a whole split (inference, in order)."""
-    ds = tf.data.Dataset.from_tensor_slices(self.model_inputs(self.features(split)))
-    parts = [{k: v.numpy() for k, v in model(batch, training=False).items()}
-             for batch in ds.batch(self.eval_batch_size)]
+    """The model's outputs on a whole split (inference, in order), with
+    `sequence_outputs` at full `seq_length`."""
+    inputs = self.model_inputs(self.features(split))
+    ds = tf.data.Dataset.from_tensor_slices(inputs).batch(self.eval_batch_size)
+    parts = [self.pad_outputs({k: v.numpy() for k, v in
+                               model(batch, training=False).items()})
+             for batch in ds.map(self.batch_cutter(inputs))]
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
   def logits(self, model, split: str) -> np.ndarray:
     return self.model_outputs(model, split)["logits"]
+
+
+def row_length(input_mask: tf.Tensor) -> tf.Tensor:
+  """Real tokens per row (the last axis) of a 0/1 mask, maximum over any
+  axes between the batch axis and it (e.g. multiple-choice endings)."""
+  lengths = tf.reduce_sum(tf.cast(input_mask, tf.int32), -1)
+  while lengths.shape.rank > 1:
+    lengths = tf.reduce_max(lengths, -1)
+  return lengths
+
+
+def pad_sequence_axis(t: tf.Tensor, length: int, value: float = 0) -> tf.Tensor:
+  """`t` [batch, seq, ...] padded with `value` on axis 1 to `length`."""
+  pad = tf.maximum(length - tf.shape(t)[1], 0)
+  paddings = tf.concat([[[0, 0], [0, pad]],
+                        tf.zeros([t.shape.rank - 2, 2], tf.int32)], 0)
+  return tf.pad(t, paddings, constant_values=tf.cast(value, t.dtype))
+
+
+def default_length_buckets(seq_length: int) -> Sequence[int]:
+  """Multiples of 32 up to 128, of 64 up to 512, then of 128; the last is
+  `seq_length`. Few enough that each is traced (or XLA-compiled) once,
+  close enough that little padding is left."""
+  lengths = list(range(32, 129, 32)) + list(range(192, 513, 64)) + list(
+      range(640, seq_length, 128))
+  return tuple(n for n in lengths if n < seq_length) + (seq_length,)
+
+
+def check_length_buckets(buckets: Sequence[int], seq_length: int,
+                         name: str) -> Sequence[int]:
+  buckets = tuple(int(b) for b in buckets)
+  if (not buckets or list(buckets) != sorted(set(buckets)) or buckets[0] < 1
+      or buckets[-1] != seq_length):
+    raise ValueError(f"{name}.length_buckets must be increasing positive "
+                     f"lengths ending at seq_length={seq_length}, got {buckets}")
+  return buckets

@@ -23,7 +23,7 @@ import tensorflow as tf
 from bert.data import squad_data
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.finetuning import FinetuningTask, pad_sequence_axis
 
 
 @gin.configurable
@@ -40,6 +40,7 @@ class QuestionAnsweringTask(FinetuningTask):
 
   loss_names = ("loss",)
   stat_names = ("loss", "start_accuracy", "end_accuracy")
+  sequence_outputs = ("start_logits", "end_logits")
 
   def __init__(self, train_file: str = "", eval_file: str = "",
                predict_file: str = "", data_dir: str = "",
@@ -114,9 +115,10 @@ class QuestionAnsweringTask(FinetuningTask):
     return dict(loss=(total / 2.0, n), **accuracies)
 
   def eval_outputs(self, features, outputs):
-    return dict(feature_id=features["feature_id"],
-                start_logits=outputs["start_logits"],
-                end_logits=outputs["end_logits"])
+    # Cut batches: padded back to seq_length with scores no span can use.
+    return dict(feature_id=features["feature_id"], **{
+        k: pad_sequence_axis(outputs[k], self.seq_length, -1e4)
+        for k in self.sequence_outputs})
 
   def _answers(self, split, feature_id, start_logits, end_logits):
     order = np.argsort(feature_id)

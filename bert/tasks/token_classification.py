@@ -19,7 +19,7 @@ from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import softmax_stats
-from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.finetuning import FinetuningTask, pad_sequence_axis
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
@@ -45,6 +45,7 @@ class TokenClassificationTask(FinetuningTask):
 
   loss_names = ("loss",)
   stat_names = ("loss", "accuracy")
+  sequence_outputs = ("logits",)
 
   def __init__(self, train_file: str = "", eval_file: str = "",
                predict_file: str = "", data_dir: str = "",
@@ -95,7 +96,8 @@ class TokenClassificationTask(FinetuningTask):
     return softmax_stats(outputs["logits"], labels, self._weights(features))
 
   def eval_outputs(self, features, outputs):
-    return dict(predicted=tf.argmax(outputs["logits"], -1, output_type=tf.int32))
+    predicted = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
+    return dict(predicted=pad_sequence_axis(predicted, self.seq_length))
 
   def eval_metrics(self, collected):
     sentences = self.sentences("eval")

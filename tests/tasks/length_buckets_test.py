@@ -1,0 +1,148 @@
+"""Length buckets: batches cut to a few fixed lengths give the losses,
+gradients and predictions of full-length batches, and training batches hold
+examples of one bucket, resuming at the right batch."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert.tasks import ClassificationTask, QuestionAnsweringTask
+from bert.tasks.finetuning import default_length_buckets
+from bert.tasks.token_classification import TokenClassificationTask
+from conftest import max_abs_diff, minilm_dir, shared_data, small_config
+
+SEQ = 128
+
+
+def vocab():
+  return os.path.join(minilm_dir(), "vocab.txt")
+
+
+def write_conll(path, n, seed):
+  """Sentences of 1 to 60 words, so rows fall into several buckets."""
+  rng = np.random.RandomState(seed)
+  words = ["we", "went", "to", "see", "the", "show", "in", "paris", "today"]
+  lines = []
+  for _ in range(n):
+    for _ in range(int(rng.choice([rng.randint(1, 10), rng.randint(20, 60)]))):
+      word = str(rng.choice(words))
+      lines.append(f"{word}\t{'B-location' if word == 'paris' else 'O'}")
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
+def ner_task(tmp_path, **kwargs):
+  data = write_conll(tmp_path / "d.conll", 96, 0)
+  return TokenClassificationTask(
+      train_file=data, eval_file=data, predict_file=data,
+      bert_config=small_config(vocab_size=30522, max_position_embeddings=SEQ),
+      vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
+      global_batch_size=8, eval_batch_size=16, **kwargs)
+
+
+def test_default_buckets_and_bad_buckets_are_named():
+  assert default_length_buckets(128) == (32, 64, 96, 128)
+  assert default_length_buckets(384) == (32, 64, 96, 128, 192, 256, 320, 384)
+  assert default_length_buckets(100) == (32, 64, 96, 100)
+  assert default_length_buckets(1024)[-3:] == (768, 896, 1024)
+  with pytest.raises(ValueError, match=r"TokenClassificationTask.length_buckets "
+                     r"must be increasing positive lengths ending at "
+                     r"seq_length=128, got \(64, 32, 128\)"):
+    TokenClassificationTask(
+        bert_config=small_config(max_position_embeddings=SEQ),
+        vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
+        length_buckets=[64, 32, 128])
+
+
+def test_training_batches_are_cut_grouped_and_resume(tmp_path):
+  task = ner_task(tmp_path)
+  lengths = task.features("train")["input_mask"].sum(1)
+  assert lengths.min() <= 32 < lengths.max()        # several buckets in use
+  batches = list(task.build_inputs(None, training=True).take(30))
+  seen = set()
+  for b in batches:
+    width = b["input_word_ids"].shape[1]
+    assert width in task.length_buckets
+    assert b["input_word_ids"].shape[0] == 8
+    for k in ("input_word_ids", "input_mask", "input_type_ids", "label_ids"):
+      assert b[k].shape[1] == width
+    rows = b["input_mask"].numpy().sum(1)
+    # One bucket per batch: every row needs this width, none a smaller one.
+    smaller = max([0] + [n for n in task.length_buckets if n < width])
+    assert (rows <= width).all() and (rows > smaller).all(), (width, rows)
+    seen.add(width)
+  assert len(seen) >= 2
+  resumed = list(task.build_inputs(None, training=True, start_step=7).take(5))
+  for a, b in zip(batches[7:12], resumed):
+    np.testing.assert_array_equal(a["input_word_ids"], b["input_word_ids"])
+
+
+def test_cut_batches_give_full_length_losses_and_gradients(tmp_path):
+  task = ner_task(tmp_path)
+  full = ner_task(tmp_path, length_buckets=[SEQ])
+  model = task.build_model()
+  data = task.features("eval")
+  for cut_batch, full_batch in zip(
+      task.build_inputs(None, training=False),
+      full.build_inputs(None, training=False)):
+    assert cut_batch["input_word_ids"].shape[1] < SEQ or \
+        full_batch["input_mask"].numpy().sum(1).max() > 96
+    results = []
+    for t, batch in ((task, cut_batch), (full, full_batch)):
+      with tf.GradientTape() as tape:
+        outputs = model(t.model_inputs(batch), training=False)
+        stats = t.compute_stats(batch, outputs)
+        loss = stats["loss"][0] / stats["loss"][1]
+      grads = tape.gradient(loss, model.trainable_variables)
+      results.append((loss, [tf.convert_to_tensor(g) for g in grads
+                             if g is not None],
+                      t.eval_outputs(batch, outputs)["predicted"]))
+    assert max_abs_diff(results[0][0], results[1][0]) <= 1e-5
+    assert max(max_abs_diff(a, b) for a, b in zip(results[0][1], results[1][1])) <= 1e-5
+    mask = full_batch["input_mask"].numpy() > 0
+    np.testing.assert_array_equal(results[0][2].numpy()[mask],
+                                  results[1][2].numpy()[mask])
+  assert len(data["input_word_ids"]) >= 96
+
+
+def test_cut_predictions_equal_full_length_ones(tmp_path):
+  path = shared_data("squad", "dev-v1.1.json")
+  kwargs = dict(train_file=path, eval_file=path, train_fraction=0.96, seed=1,
+                bert_config=small_config(vocab_size=30522,
+                                         max_position_embeddings=SEQ),
+                vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
+                doc_stride=64, max_query_length=32, eval_batch_size=16)
+  task = QuestionAnsweringTask(**kwargs)
+  full = QuestionAnsweringTask(length_buckets=[SEQ], **kwargs)
+  task.examples("predict")
+  model = task.build_model()
+  cut, ref = task.model_outputs(model, "predict"), full.model_outputs(model, "predict")
+  mask = task.features("predict")["input_mask"] > 0
+  for k in ("start_logits", "end_logits"):
+    assert cut[k].shape == ref[k].shape == mask.shape
+    assert max_abs_diff(cut[k][mask], ref[k][mask]) <= 1e-5
+  answers = task._answers("predict", task.features("predict")["feature_id"],
+                          cut["start_logits"], cut["end_logits"])[0]
+  answers_ref = full._answers("predict", full.features("predict")["feature_id"],
+                              ref["start_logits"], ref["end_logits"])[0]
+  assert answers == answers_ref
+
+
+def test_classifier_with_and_without_buckets_agree(tmp_path):
+  rows = ["text\tlabel"] + [
+      " ".join(["word"] * n) + f"\t{'ab'[n % 2]}" for n in range(1, 120, 7)]
+  (tmp_path / "d.tsv").write_text("\n".join(rows) + "\n")
+  kwargs = dict(bert_config=small_config(vocab_size=30522,
+                                         max_position_embeddings=SEQ),
+                vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
+                train_file=str(tmp_path / "d.tsv"),
+                predict_file=str(tmp_path / "d.tsv"), text_a_column="text",
+                label_column="label", labels=["a", "b"], eval_batch_size=4)
+  task, full = ClassificationTask(**kwargs), ClassificationTask(
+      length_buckets=[SEQ], **kwargs)
+  model = task.build_model()
+  assert max_abs_diff(task.logits(model, "predict"),
+                      full.logits(model, "predict")) <= 1e-5
