@@ -11,6 +11,7 @@ import csv
 import dataclasses
 import json
 import logging
+import math
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -132,10 +133,13 @@ def read_glue(task: str, path: str, split: str = "train",
 def _parse_label(raw: str, labels: Optional[Sequence[str]], path, number) -> Label:
   if labels is None:
     try:
-      return float(raw)
+      value = float(raw)
     except ValueError:
+      value = None
+    if value is None or not math.isfinite(value):   # "nan"/"inf" parse
       raise DataError(f"{path}:{number}: regression label {raw!r} is not a "
-                      "number") from None
+                      "finite number")
+    return value
   if raw not in labels:
     raise DataError(f"{path}:{number}: label {raw!r} is not one of "
                     f"{list(labels)}")

@@ -6,7 +6,7 @@ under multi-worker strategies), interleaves files, shuffles, parses, renames
 the features to the model's input names and batches per replica.
 """
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 import tensorflow as tf
 
@@ -24,6 +24,17 @@ _RENAME = {
 }
 
 
+def list_files(file_pattern: str) -> List[str]:
+  """The files of comma-separated globs, each glob's matches sorted."""
+  files = []
+  for pattern in [p for p in file_pattern.split(",") if p]:
+    matched = tf.io.gfile.glob(pattern)
+    if not matched:
+      raise FileNotFoundError(f"{pattern}: matches no TFRecord file")
+    files += sorted(matched)
+  return files
+
+
 def pretraining_dataset(file_pattern: str, seq_length: int,
                         max_predictions_per_seq: int, global_batch_size: int,
                         is_training: bool = True,
@@ -33,7 +44,8 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
                         cycle_length: int = 8,
                         skip_examples: int = 0,
                         masker: Optional[Callable] = None) -> tf.data.Dataset:
-  """Batches of dict features: int32 ids/masks, float32 weights.
+  """Batches of dict features: int32 ids/masks, float32 weights, and
+  `source_file` (int32 index into `list_files(file_pattern)`).
 
   Args:
     file_pattern: glob(s), comma-separated.
@@ -51,14 +63,12 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
       each batch; the index counts on from the skipped examples, so a resumed
       run draws the same masks as an uninterrupted one.
   """
-  files = []
-  for pattern in [p for p in file_pattern.split(",") if p]:
-    matched = tf.io.gfile.glob(pattern)
-    if not matched:
-      raise FileNotFoundError(f"{pattern}: matches no TFRecord file")
-    files += sorted(matched)
+  files = list_files(file_pattern)
   batch_size = global_batch_size
-  ds = tf.data.Dataset.from_tensor_slices(files)
+  # (index in `files`, path): each example carries `source_file`, so a bad
+  # batch (e.g. a NaN loss) can be traced to its files.
+  ds = tf.data.Dataset.from_tensor_slices(
+      (tf.range(len(files), dtype=tf.int32), files))
   if input_context is not None:
     if input_context.num_input_pipelines > len(files):
       raise ValueError(
@@ -69,7 +79,8 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
     batch_size = input_context.get_per_replica_batch_size(global_batch_size)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed).repeat()
-  ds = ds.interleave(tf.data.TFRecordDataset,
+  ds = ds.interleave(lambda index, path: tf.data.TFRecordDataset(path).map(
+                         lambda record: (index, record)),
                      cycle_length=min(cycle_length, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE,
                      deterministic=seed is not None or not is_training)
@@ -79,9 +90,9 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
     ds = ds.skip(skip_examples)
   spec = feature_spec(seq_length, max_predictions_per_seq)
 
-  def parse(record):
+  def parse(index, record):
     example = tf.io.parse_single_example(record, spec)
-    out = {}
+    out = {"source_file": index}
     for name, value in example.items():
       if value.dtype == tf.int64:
         value = tf.cast(value, tf.int32)   # TPUs and our inputs want int32

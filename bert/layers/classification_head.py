@@ -3,7 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
-from bert.layers._util import build_sublayer, initializer
+from bert.layers._util import initializer
 
 from bert.layers import activations
 

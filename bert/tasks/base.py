@@ -65,6 +65,12 @@ class Task:
     """
     raise NotImplementedError
 
+  def describe_batch(self, features: Mapping[str, tf.Tensor]) -> str:
+    """Where a training batch's examples come from (files, lines), for
+    errors such as a NaN loss; default: nothing known."""
+    del features
+    return "(this task does not record where its examples come from)"
+
   def initialize(self, model: tf_keras.Model) -> None:
     """Loads initial weights (e.g. a pre-trained encoder); default: none."""
 

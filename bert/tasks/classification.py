@@ -82,6 +82,13 @@ class ClassificationTask(FinetuningTask):
             "predict": self.layout.test_files[0]}[split]
     return os.path.join(self.data_dir, name)
 
+  def source_file(self, split):
+    return self._path(split)
+
+  def row_origins(self, split):
+    # guids end in the line number: "train-12", "data.tsv-12".
+    return ["line " + e.guid.rsplit("-", 1)[-1] for e in self.read_examples(split)]
+
   def read_examples(self, split: str) -> List[cd.Example]:
     path = self._path(split)
     if self.layout is not None:

@@ -9,7 +9,6 @@ Input lines hold one sentence, or two separated by " ||| ".
 import json
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
 from bert.data.tokenization import Tokenizer

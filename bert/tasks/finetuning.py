@@ -10,7 +10,7 @@ batches; the few fixed lengths keep tf.function/XLA to one trace per bucket.
 """
 
 import math
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -115,7 +115,8 @@ class FinetuningTask(Task):
     by length bucket, starting at the batch of `start_step`; evaluation: one
     ordered pass. Every batch is cut to its length bucket."""
     data = self.features("train" if training else "eval")
-    ds = tf.data.Dataset.from_tensor_slices(data)
+    rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
+    ds = tf.data.Dataset.from_tensor_slices(dict(data, example_row=rows))
     pipelines = input_context.num_input_pipelines if input_context else 1
     if pipelines > 1:
       ds = ds.shard(pipelines, input_context.input_pipeline_id)
@@ -139,6 +140,22 @@ class FinetuningTask(Task):
     # replicas / pipelines of them.
     ds = ds.skip(start_step * (self._global_batch_size // batch) // pipelines)
     return ds.map(cut).prefetch(tf.data.AUTOTUNE)
+
+  def source_file(self, split: str) -> str:
+    """The file a split is read from."""
+    return getattr(self, "files", {}).get(split, "")
+
+  def row_origins(self, split: str) -> List[str]:
+    """For each encoded row of `split`, where in its file it comes from."""
+    return [f"row {i}" for i in range(len(self.features(split)["input_word_ids"]))]
+
+  def describe_batch(self, features) -> str:
+    """The training examples of a batch, by file and line (or id)."""
+    origins = self.row_origins("train")
+    rows = [int(r) for r in np.asarray(features["example_row"])]
+    shown = ", ".join(origins[r] for r in rows[:10])
+    more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
+    return f"{self.source_file('train')}: {shown}{more}"
 
   def sequence_features(self, data: Dict[str, np.ndarray]) -> Sequence[str]:
     """The features whose last axis is the padded sequence axis."""

@@ -44,6 +44,9 @@ class MultipleChoiceTask(FinetuningTask):
       self._examples[split] = cd.read_swag(self.files[split], self.num_choices)
     return self._examples[split]
 
+  def row_origins(self, split):
+    return [e.guid for e in self.examples(split)]
+
   def encode(self, split):
     examples = self.examples(split)
     c = self.num_choices

@@ -15,12 +15,13 @@ import os
 from typing import Dict, Mapping, Optional, Union
 
 import gin
+import numpy as np
 import tensorflow as tf
 
 from bert import checkpoints as bert_checkpoints
 from bert.config import BertConfig
 from bert.data.dynamic_masking import DynamicMasker
-from bert.data.pretraining_dataset import pretraining_dataset
+from bert.data.pretraining_dataset import list_files, pretraining_dataset
 from bert.layers.bert_tokenizer import read_vocab
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
@@ -194,6 +195,11 @@ class PretrainingTask(Task):
   def model_inputs(self, features):
     return {k: features[k] for k in ("input_word_ids", "input_mask",
                                      "input_type_ids", "masked_lm_positions")}
+
+  def describe_batch(self, features):
+    files = list_files(self.train_files)
+    used = sorted({int(i) for i in np.asarray(features["source_file"])})
+    return "records of " + ", ".join(files[i] for i in used)
 
   def loss_denominators(self, features):
     return dict(

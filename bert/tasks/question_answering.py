@@ -86,6 +86,11 @@ class QuestionAnsweringTask(FinetuningTask):
                                                       self.articles(split))
     return self._examples[split]
 
+  def row_origins(self, split):
+    self.features(split)
+    examples = self.examples(split)
+    return [f"question {examples[m['example']].qas_id}" for m in self._meta[split]]
+
   def encode(self, split):
     arrays, meta = squad_data.encode_examples(
         self.examples(split), self.tokenizer, self.seq_length, self.doc_stride,

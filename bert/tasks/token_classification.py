@@ -11,7 +11,6 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 import gin
-import numpy as np
 import tensorflow as tf
 from seqeval import metrics as seqeval_metrics
 
@@ -74,6 +73,10 @@ class TokenClassificationTask(FinetuningTask):
       if has_tags and (split != "train" or self._labels is not None):
         ner_data.check_tags(sentences, self.labels, path)
     return self._sentences[split]
+
+  def row_origins(self, split):
+    sentences = self.sentences(split)
+    return [f"line {sentences[i].line}" for i in self.features(split)["sentence_id"]]
 
   def encode(self, split):
     sentences = self.sentences(split)

@@ -3,7 +3,7 @@
 from bert.training.distribute import get_strategy, set_precision
 from bert.training.optimization import OptimizerConfig, build_optimizer
 from bert.training.run import RuntimeConfig, run_experiment
-from bert.training.trainer import NonFiniteLossError, Trainer
+from bert.training.trainer import LossScaleCollapseError, NonFiniteLossError, Trainer
 
-__all__ = ["NonFiniteLossError", "OptimizerConfig", "RuntimeConfig", "Trainer",
+__all__ = ["LossScaleCollapseError", "NonFiniteLossError", "OptimizerConfig", "RuntimeConfig", "Trainer",
            "build_optimizer", "get_strategy", "run_experiment", "set_precision"]

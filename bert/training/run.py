@@ -23,7 +23,7 @@ import tf_keras
 from bert.tasks.base import Task
 from bert.training import distribute
 from bert.training.optimization import OptimizerConfig, build_optimizer
-from bert.training.trainer import Trainer, TrainingStopped
+from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
 
 MODES = ("train", "eval", "train_and_eval", "predict")
 
@@ -40,6 +40,7 @@ class RuntimeConfig:
   eval_steps: int = -1                # -1 = the whole eval set
   eval_interval: int = 1000           # steps, for train_and_eval
   grad_accumulation_steps: int = 1
+  max_skipped_steps: int = 20         # mixed_float16 overflow steps in a row
   strategy: str = "mirrored"
   tpu: Optional[str] = None
   mixed_precision: str = "float32"
@@ -49,7 +50,7 @@ class RuntimeConfig:
 
   def __post_init__(self):
     for name in ("train_steps", "steps_per_loop", "max_checkpoints",
-                 "grad_accumulation_steps", "eval_interval"):
+                 "grad_accumulation_steps", "eval_interval", "max_skipped_steps"):
       if getattr(self, name) is not None and getattr(self, name) < 1:
         raise ValueError(f"RuntimeConfig.{name} must be >= 1, got "
                          f"{getattr(self, name)}")
@@ -183,6 +184,22 @@ def _explain_restore_errors(path):
     raise
 
 
+def _describe_batch(task: Task, strategy, batch_step: int) -> str:
+  """Where the training batch of 0-based step `batch_step` came from (the
+  data order is a function of the step, so the batch is rebuilt)."""
+  replicas = strategy.num_replicas_in_sync
+  pipelines = getattr(strategy.extended, "_num_workers", 1) or 1
+  context = tf.distribute.InputContext(pipelines, 0, replicas)
+  try:
+    ds = task.build_inputs(context, training=True, start_step=batch_step)
+    batches = list(ds.take(max(replicas // pipelines, 1)))
+    where = "; ".join(task.describe_batch(b) for b in batches)
+  except Exception as e:  # pylint: disable=broad-except
+    return f"(the batch of step {batch_step + 1} could not be rebuilt: {e})"
+  worker = " (worker 0's share)" if pipelines > 1 else ""
+  return f"The batch of step {batch_step + 1}{worker} came from: {where}."
+
+
 def _floats(d):
   return {k: float(v) for k, v in (d or {}).items()}
 
@@ -259,7 +276,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,
                     jit_compile=runtime.jit_compile,
-                    train_steps=runtime.train_steps, log_fn=log_fn)
+                    train_steps=runtime.train_steps,
+                    max_skipped_steps=runtime.max_skipped_steps, log_fn=log_fn)
   # The Controller restores the newest checkpoint (or runs task.initialize).
   with _explain_restore_errors(latest):
     controller = orbit.Controller(
@@ -298,6 +316,9 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
       return _floats(controller.train_and_evaluate(
           train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
           eval_interval=runtime.eval_interval))
+  except NonFiniteLossError as e:
+    raise type(e)(f"{e} {_describe_batch(task, strategy, e.batch_step)}",
+                  e.step) from None
   except TrainingStopped as e:
     manager.save(checkpoint_number=optimizer.iterations, check_interval=False)
     if log_fn:

@@ -10,6 +10,10 @@ Each train step, per replica:
      to global norm `clip_norm`, and applied once.
 The per-step loss is checked: the first step with a NaN/Inf loss is recorded
 and training stops at the end of the loop (before any checkpoint is written).
+Under mixed_float16 a step whose gradients overflow is skipped and the loss
+scale halved (dynamic loss scaling); skipped steps are counted and logged,
+and more than `max_skipped_steps` of them in a row (a collapsed loss scale:
+the overflow is not a passing spike) stops training the same way.
 """
 
 import time
@@ -24,7 +28,17 @@ from bert.tasks.base import Task
 
 
 class NonFiniteLossError(RuntimeError):
-  """The training loss became NaN or Inf."""
+  """The training loss became NaN or Inf at (1-based) `step`; `batch_step`
+  is the 0-based index of that step's batch in the training data."""
+
+  def __init__(self, message: str, step: int):
+    super().__init__(message)
+    self.step = step
+    self.batch_step = step - 1
+
+
+class LossScaleCollapseError(NonFiniteLossError):
+  """Under mixed_float16, too many steps in a row had non-finite gradients."""
 
 
 class TrainingStopped(Exception):
@@ -43,7 +57,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
                train_dataset=None, eval_dataset=None,
                grad_accumulation_steps: int = 1, clip_norm: float = 1.0,
                jit_compile: bool = False, train_steps: Optional[int] = None,
-               log_fn=print):
+               max_skipped_steps: int = 20, log_fn=print):
     if grad_accumulation_steps < 1:
       raise ValueError("grad_accumulation_steps must be >= 1, got "
                        f"{grad_accumulation_steps}")
@@ -55,6 +69,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self.clip_norm = clip_norm
     self.jit_compile = jit_compile
     self.train_steps = train_steps
+    self.max_skipped_steps = max_skipped_steps
     self.log_fn = log_fn
     self._loss_scaled = isinstance(
         optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
@@ -67,6 +82,14 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
           0.0, trainable=False,
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
           name="first_nonfinite_loss")
+      # Loss-scaled runs: steps skipped for non-finite gradients, in a row
+      # (and the step where the current run of them began) and per loop.
+      counter = lambda name: tf.Variable(
+          0, dtype=tf.int64, trainable=False, name=name,
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      self._skipped_in_a_row = counter("skipped_in_a_row")
+      self._skipped_in_loop = counter("skipped_in_loop")
+      self._first_skipped_step = counter("first_skipped_step")
     self._loop_start = None
     self.last_train_results: Dict[str, float] = {}
     self.stop_requested = lambda: False
@@ -153,6 +176,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self._loss_scaled:
       grads = self.optimizer.get_unscaled_gradients(grads)
+      self._count_skipped(grads)
     if self.clip_norm and self.clip_norm > 0:
       grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
     finite = tf.math.is_finite(loss)
@@ -164,6 +188,16 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
         loss, self._bad_loss))
     self.optimizer.apply_gradients(zip(grads, tvars),
                                    experimental_aggregate_gradients=False)
+
+  def _count_skipped(self, grads):
+    """Counts a step that the LossScaleOptimizer will skip (overflow)."""
+    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+    skipped = tf.cast(tf.logical_not(finite), tf.int64)
+    self._first_skipped_step.assign(tf.where(
+        (self._skipped_in_a_row == 0) & (skipped > 0),
+        self.optimizer.iterations, self._first_skipped_step))
+    self._skipped_in_a_row.assign((self._skipped_in_a_row + 1) * skipped)
+    self._skipped_in_loop.assign_add(skipped)
 
   def _micro_gradients(self, micro, dens):
     """(loss, dense gradients, stats) of one micro-batch; the loss is the sum
@@ -188,7 +222,18 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
           f"training loss is {float(self._bad_loss.numpy())} at step {bad + 1}; "
           "stopped before writing a checkpoint (the last one in model_dir is "
           "the last good state). Lower the learning rate, check the input "
-          "data of that step, or use float32.")
+          "data of that step, or use float32.", bad + 1)
+    in_a_row = int(self._skipped_in_a_row.numpy())
+    if self._loss_scaled and in_a_row > self.max_skipped_steps:
+      first = int(self._first_skipped_step.numpy()) + 1
+      raise LossScaleCollapseError(
+          f"mixed_float16: the gradients of {in_a_row} steps in a row "
+          f"(from step {first}) were NaN/Inf, more than max_skipped_steps="
+          f"{self.max_skipped_steps}; each skipped step halved the loss scale, "
+          f"now {float(self.optimizer.loss_scale):.3g}. The overflow is not a "
+          "passing spike: stopped before writing a checkpoint (the last one in "
+          "model_dir is the last good state). Check the input data of that "
+          "step, lower the learning rate, or use mixed_bfloat16/float32.", first)
     out = self._results()
     step = int(self.optimizer.iterations.numpy())
     start_time, start_step = self._loop_start
@@ -198,8 +243,14 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     out["learning_rate"] = float(self._current_learning_rate())
     if self._loss_scaled:
       out["loss_scale"] = float(self.optimizer.loss_scale)
+      out["skipped_steps"] = float(self._skipped_in_loop.numpy())
+      self._skipped_in_loop.assign(0)
     if self.log_fn is not None:
       self.log_fn(self._progress_line(step, out, elapsed / max(steps, 1)))
+      if out.get("skipped_steps"):
+        self.log_fn(f"mixed_float16: {int(out['skipped_steps'])} of the last "
+                    f"{steps} steps skipped (NaN/Inf gradients); loss scale "
+                    f"now {out['loss_scale']:.3g}")
     self.last_train_results = out
     if self.stop_requested():
       raise TrainingStopped(step)

@@ -48,6 +48,13 @@ def test_glue_errors_name_file_and_line(tmp_path):
                + "\t".join(["x"] * 9 + ["high"]) + "\n")
   with pytest.raises(cd.DataError, match=r"sts.tsv:2: regression label 'high'"):
     cd.read_glue("sts-b", path)
+  for value in ("nan", "inf", "-Infinity"):   # float() parses these
+    path = write(tmp_path, "sts_nan.tsv", "\t".join(["h"] * 10) + "\n" +
+                 "\t".join(["x"] * 9 + ["1.5"]) + "\n" +
+                 "\t".join(["x"] * 9 + [value]) + "\n")
+    with pytest.raises(cd.DataError, match=rf"sts_nan.tsv:3: regression label "
+                       rf"'{value}' is not a finite number"):
+      cd.read_glue("sts-b", path)
   with pytest.raises(FileNotFoundError, match="missing.tsv"):
     cd.read_glue("mrpc", str(tmp_path / "missing.tsv"))
   with pytest.raises(cd.DataError, match="no examples"):

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from bert import checkpoints
 from bert.tasks import ClassificationTask
-from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
+from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
+                           run_experiment)
 from conftest import minilm_dir, small_config
 
 WORDS = ("the movie was a story of people and places with some music and "
@@ -109,3 +110,28 @@ def test_resuming_with_another_label_count_names_the_checkpoint(tmp_path):
   with pytest.raises(ValueError, match=r"checkpoint .*ckpt-2 does not fit this "
                      r"model: .*another task, label count"):
     run_experiment(three, str(tmp_path / "model"), "train", runtime, log_fn=None)
+
+
+class _NanLabelAtStep3(ClassificationTask):
+  """Regression whose third training batch has a NaN label."""
+
+  def build_inputs(self, input_context, training, start_step=0):
+    ds = super().build_inputs(input_context, training, start_step)
+    return ds.enumerate().map(lambda i, b: dict(b, label=tf.where(
+        tf.equal(i + start_step, 2), np.nan, b["label"]))) if training else ds
+
+
+def test_nan_loss_names_the_lines_of_its_batch(tmp_path):
+  task = make_task(tmp_path, regression=True)
+  task.__class__ = _NanLabelAtStep3
+  with pytest.raises(NonFiniteLossError) as e:
+    run_experiment(task, str(tmp_path / "model"), "train",
+                   RuntimeConfig(train_steps=4, steps_per_loop=4,
+                                 strategy="one_device"), log_fn=None)
+  batch = next(iter(task.build_inputs(None, training=True, start_step=2)))
+  data_lines = [int(r) + 2 for r in batch["example_row"].numpy()]  # + header
+  expected = ", ".join(f"line {n}" for n in data_lines[:10])
+  assert (f"at step 3; " in str(e.value) and f"The batch of step 3 came from: "
+          f"{tmp_path / 'data0.tsv'}: {expected} and 6 more." in str(e.value)), e.value
+  lines = open(tmp_path / "data0.tsv").read().splitlines()
+  assert all(lines[n - 1].endswith(("\t4.0", "\t1.0")) for n in data_lines)

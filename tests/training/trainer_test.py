@@ -7,8 +7,9 @@ import pytest
 import tensorflow as tf
 
 from bert.tasks import PretrainingTask
-from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
-                           build_optimizer, run_experiment)
+from bert.training import (LossScaleCollapseError, NonFiniteLossError,
+                           OptimizerConfig, RuntimeConfig, build_optimizer,
+                           run_experiment)
 from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, small_config,
                       tiny_pretraining_config)
 
@@ -25,12 +26,12 @@ def make_task(records, dropout=0.0, batch=8, cls=PretrainingTask):
              max_predictions_per_seq=PRED, global_batch_size=batch, seed=3)
 
 
-def train(task, model_dir, steps=3, **runtime):
+def train(task, model_dir, steps=3, log_fn=None, **runtime):
   runtime = RuntimeConfig(**dict(dict(train_steps=steps, steps_per_loop=steps,
                                       strategy="one_device", seed=1), **runtime))
   out = run_experiment(task, str(model_dir), "train", runtime,
                        OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
-                       log_fn=None)
+                       log_fn=log_fn)
   return out, model_weights(str(model_dir))
 
 
@@ -108,11 +109,66 @@ class _NanAtStep5(PretrainingTask):
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(records, tmp_path):
   task = make_task(records, cls=_NanAtStep5)
-  with pytest.raises(NonFiniteLossError, match="at step 5"):
+  # The error names the step and the record files of that step's batch.
+  with pytest.raises(NonFiniteLossError, match=r"at step 5; .*The batch of "
+                     r"step 5 came from: records of .*pretraining_records.*"
+                     r"\.tfrecord"):
     train(task, tmp_path, steps=8, steps_per_loop=2, checkpoint_interval=2)
   assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-4")
   weights = model_weights(str(tmp_path))
   assert all(np.isfinite(w).all() for w in weights.values())
+
+
+class _OverflowAt(PretrainingTask):
+  """Finite losses, but NaN gradients (as an fp16 overflow gives) in the
+  batches of the 0-based steps in `bad_steps` (all steps if None)."""
+
+  bad_steps = None
+
+  def build_inputs(self, input_context, training, start_step=0):
+    ds = super().build_inputs(input_context, training, start_step)
+    bad = self.bad_steps
+    return ds.enumerate().map(lambda i, b: dict(b, poison=tf.constant(True) if
+                                                bad is None else tf.reduce_any(
+                                                    tf.equal(i + start_step, bad))))
+
+  def compute_stats(self, features, outputs):
+    stats = dict(super().compute_stats(features, outputs))
+    logits = tf.cast(outputs["next_sentence_logits"], tf.float32)
+    # sqrt(0) has an infinite derivative: value 0, gradient NaN.
+    spike = tf.cond(features["poison"], lambda: tf.sqrt(tf.reduce_sum(
+        tf.zeros_like(logits) * logits)), lambda: tf.constant(0.0))
+    num, den = stats["next_sentence_loss"]
+    stats["next_sentence_loss"] = (num + spike, den)
+    return stats
+
+
+def test_overflow_steps_are_skipped_and_logged(records, tmp_path):
+  task = make_task(records, cls=_OverflowAt)
+  task.bad_steps = [2]
+  lines = []
+  out, _ = train(task, tmp_path, steps=8, steps_per_loop=4,
+                 mixed_precision="mixed_float16", log_fn=lines.append)
+  assert np.isfinite(out["loss"])
+  assert out["loss_scale"] == 32768 / 2      # halved once by the skipped step
+  assert "mixed_float16: 1 of the last 4 steps skipped (NaN/Inf gradients); " \
+      "loss scale now 1.64e+04" in lines
+
+
+def test_loss_scale_collapse_stops_with_bounded_retries(records, tmp_path):
+  task = make_task(records, cls=_OverflowAt)    # every step overflows
+  lines = []
+  with pytest.raises(LossScaleCollapseError, match=(
+      r"mixed_float16: the gradients of 30 steps in a row \(from step 1\) "
+      r"were NaN/Inf, more than max_skipped_steps=20; .* loss scale, now "
+      r"1\. .*The batch of step 1 came from: records of")):
+    train(task, tmp_path, steps=40, steps_per_loop=10, checkpoint_interval=10,
+          mixed_precision="mixed_float16", log_fn=lines.append)
+  assert "mixed_float16: 10 of the last 10 steps skipped (NaN/Inf gradients); " \
+      "loss scale now 32" in lines
+  # (tf_keras keeps the dynamic loss scale >= 1.) Stopped at the end of
+  # the third loop, before writing its checkpoint.
+  assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-20")
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
