@@ -1,0 +1,73 @@
+"""The benchmark's worker protocol: plain Python, no framework imports, so the
+KerasHub worker can use it from its own Keras 3 venv.
+
+A worker is one process for one implementation. The driver (`bench.run`)
+writes one JSON command per line to its stdin and reads one JSON reply per
+line from the worker's original stdout (framework logs go to stderr):
+
+  {"cmd": "build", "key": K, "spec": {...}}  -> {"ok": true, "seconds": s}
+      build case K (model, mode, batch, seq) and warm it up (traces, XLA
+      compilation, first allocations): none of that is timed later.
+  {"cmd": "time", "key": K, "iters": n}       -> {"ok": true, "seconds": s}
+      run case K n times back to back; wall seconds of the whole block.
+  {"cmd": "quit"}
+
+Errors come back as {"ok": false, "error": "..."}; the driver reports them.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+# Model shapes used by every worker (vocab of bert-base-uncased).
+SHAPES = {
+    "bert_base": dict(layers=12, hidden=768, heads=12, intermediate=3072),
+    "bert_small": dict(layers=4, hidden=512, heads=8, intermediate=2048),
+    "minilm_l6": dict(layers=6, hidden=384, heads=12, intermediate=1536),
+}
+VOCAB, MAX_POSITIONS, TYPE_VOCAB, NUM_CLASSES = 30522, 512, 2, 2
+THREADS = 2
+
+
+def synthetic_batch(batch, seq, seed=0):
+  """Token ids, an all-ones mask (dense full-length rows), two segments and
+  labels, as nested lists (each worker converts them to its tensors)."""
+  import random  # pylint: disable=g-import-not-at-top
+  rng = random.Random(seed)
+  ids = [[rng.randrange(1000, VOCAB) for _ in range(seq)] for _ in range(batch)]
+  types = [[0] * (seq // 2) + [1] * (seq - seq // 2) for _ in range(batch)]
+  mask = [[1] * seq for _ in range(batch)]
+  labels = [rng.randrange(NUM_CLASSES) for _ in range(batch)]
+  return ids, mask, types, labels
+
+
+def serve(build):
+  """Runs the command loop. `build(spec)` returns a function that runs one
+  iteration of the case to completion (results materialised)."""
+  out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+  os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # stray prints -> stderr
+  cases = {}
+  for line in sys.stdin:
+    msg = json.loads(line)
+    try:
+      if msg["cmd"] == "quit":
+        break
+      start = time.perf_counter()
+      if msg["cmd"] == "build":
+        step = build(msg["spec"])
+        for _ in range(msg["spec"].get("warmup", 2)):
+          step()
+        cases[msg["key"]] = step
+      elif msg["cmd"] == "time":
+        step = cases[msg["key"]]
+        for _ in range(msg["iters"]):
+          step()
+      else:
+        raise ValueError(f"unknown command {msg['cmd']!r}")
+      reply = {"ok": True, "seconds": time.perf_counter() - start}
+    except Exception as e:  # pylint: disable=broad-except
+      traceback.print_exc()
+      reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    out.write(json.dumps(reply) + "\n")

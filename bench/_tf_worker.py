@@ -1,0 +1,158 @@
+"""Benchmark worker for the TensorFlow implementations (tf_keras):
+
+  python -m bench._tf_worker ours|model_garden
+
+`ours`: `bert.BertEncoder`; the train step is this library's own training
+loop (`bert.training.Trainer`: the orbit while-loop over steps, global-batch
+loss normalisation, clipping, AdamW from official.modeling.optimization),
+the path `bert-train` runs. `model_garden`: `tfm.nlp.networks.BertEncoder`
+with a dense head, trained by a tf.function step as Model Garden's own
+trainers do (forward/backward, clip 1.0, AdamW with weight decay).
+Spec keys: model, mode (infer|train|matmul), batch, seq, xla.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+
+from bench import _protocol as P  # noqa: E402
+
+
+def _inputs(spec):
+  ids, mask, types, labels = P.synthetic_batch(spec["batch"], spec["seq"])
+  features = dict(input_word_ids=tf.constant(ids, tf.int32),
+                  input_mask=tf.constant(mask, tf.int32),
+                  input_type_ids=tf.constant(types, tf.int32))
+  return features, tf.constant(labels, tf.int32)
+
+
+def _matmul(spec):
+  n = spec["seq"]          # square n x n fp32 matmul
+  a = tf.random.normal([n, n])
+  b = tf.random.normal([n, n])
+  f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+  return lambda: f().numpy()
+
+
+def _ours_encoder(spec):
+  import bert  # pylint: disable=g-import-not-at-top
+  s = P.SHAPES[spec["model"]]
+  config = bert.BertConfig(
+      vocab_size=P.VOCAB, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+      num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
+      max_position_embeddings=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB)
+  return bert.BertEncoder(config), config
+
+
+def _model_garden_encoder(spec):
+  from official.nlp.modeling import networks  # pylint: disable=g-import-not-at-top
+  s = P.SHAPES[spec["model"]]
+  return networks.BertEncoder(
+      vocab_size=P.VOCAB, hidden_size=s["hidden"], num_layers=s["layers"],
+      num_attention_heads=s["heads"], inner_dim=s["intermediate"],
+      max_sequence_length=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB,
+      dict_outputs=True)
+
+
+def _infer(encoder, spec):
+  features, _ = _inputs(spec)
+
+  @tf.function(jit_compile=spec["xla"])
+  def forward(x):
+    out = encoder(x, training=False)
+    return tf.reduce_sum(out["sequence_output"]) + tf.reduce_sum(out["pooled_output"])
+
+  return lambda: forward(features).numpy()
+
+
+def _ours_train(spec):
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.tasks.base import Task, softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
+  features, labels = _inputs(spec)
+  batch = dict(features, label=labels)
+
+  class Synthetic(Task):
+    loss_names = ("loss",)
+    stat_names = ("loss", "accuracy")
+    global_batch_size = spec["batch"]
+
+    def model_inputs(self, f):
+      return {k: f[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+
+    def loss_denominators(self, f):
+      return dict(loss=tf.cast(tf.shape(f["label"])[0], tf.float32))
+
+    def compute_stats(self, f, outputs):
+      return softmax_stats(outputs["logits"], f["label"])
+
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with strategy.scope():
+    model = BertClassifier(_ours_encoder(spec)[0], P.NUM_CLASSES, dropout_rate=0.1)
+    optimizer = build_optimizer(OptimizerConfig(
+        learning_rate=5e-5, num_train_steps=10**6, warmup_steps=100))
+  trainer = Trainer(Synthetic(), model, optimizer, strategy,
+                    jit_compile=spec["xla"], log_fn=None)
+  trainer.train_dataset = strategy.experimental_distribute_dataset(
+      tf.data.Dataset.from_tensors(batch).repeat())
+  one = tf.constant(1, tf.int32)
+  return lambda: trainer.train(one)
+
+
+def _model_garden_train(spec):
+  from official.modeling import optimization  # pylint: disable=g-import-not-at-top
+  from official.modeling.optimization import legacy_adamw  # pylint: disable=g-import-not-at-top
+  encoder = _model_garden_encoder(spec)
+  features, labels = _inputs(spec)
+  head = tf_keras.layers.Dense(P.NUM_CLASSES)
+  dropout = tf_keras.layers.Dropout(0.1)
+  schedule = tf_keras.optimizers.schedules.PolynomialDecay(5e-5, 10**6, 0.0)
+  optimizer = legacy_adamw.AdamWeightDecay(
+      optimization.LinearWarmup(schedule, 100, 5e-5),
+      weight_decay_rate=0.01, epsilon=1e-6, gradient_clip_norm=0.0,
+      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+
+  def loss_fn():
+    pooled = encoder(features, training=True)["pooled_output"]
+    logits = head(dropout(pooled, training=True))
+    return tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+        labels, logits, from_logits=True))
+
+  loss_fn()   # builds the head
+  variables = encoder.trainable_variables + head.trainable_variables
+
+  @tf.function(jit_compile=spec["xla"])
+  def gradients():
+    with tf.GradientTape() as tape:
+      loss = loss_fn()
+    return loss, tape.gradient(loss, variables)
+
+  @tf.function
+  def step():
+    loss, grads = gradients()
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+
+  return lambda: step().numpy()
+
+
+def build(spec):
+  if spec["mode"] == "matmul":
+    return _matmul(spec)
+  impl = sys.argv[1]
+  if spec["mode"] == "infer":
+    encoder = (_ours_encoder(spec)[0] if impl == "ours"
+               else _model_garden_encoder(spec))
+    return _infer(encoder, spec)
+  return _ours_train(spec) if impl == "ours" else _model_garden_train(spec)
+
+
+if __name__ == "__main__":
+  tf.config.threading.set_intra_op_parallelism_threads(P.THREADS)
+  tf.config.threading.set_inter_op_parallelism_threads(P.THREADS)
+  P.serve(build)

@@ -1,0 +1,233 @@
+"""Encoder inference and fine-tuning train-step speed: ours vs Model Garden,
+Hugging Face PyTorch and KerasHub, side by side in one process tree.
+
+  python -m bench.run [--repeats 5] [--target_seconds 3] [--output bench/RESULTS.md]
+
+Each implementation runs in a worker process of its own (KerasHub in its
+Keras 3 venv, made by `bash bench/make_keras_hub_venv.sh` if missing), all
+with 2 intra-op threads. Every case is built and warmed up first (tracing,
+XLA compilation); then rounds go over every case and implementation in turn,
+only one worker computing at a time, each timing a block of about
+`target_seconds`. The median over rounds is reported with its spread (min -
+max), so machine noise hits all implementations alike.
+
+Inputs are dense full-length rows (every token real). FLOPs count the
+matrix multiplications: per sequence and layer 2*S*(4*H^2 + 2*H*I) for the
+projections and feed-forward plus 4*S^2*H for attention scores and context,
+plus 2*H^2 for the pooler; a train step counts 3x the forward pass. The
+machine's matmul peak is an n x n fp32 matmul (2*n^3 FLOPs) in torch and TF.
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+from bench import _protocol as P
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KERAS_HUB_VENV = os.path.join(HERE, ".venv_keras_hub")
+
+# name -> (worker, spec overrides)
+IMPLS = {
+    "ours": ("tf_ours", dict(xla=False)),
+    "ours+XLA": ("tf_ours", dict(xla=True)),
+    "Model Garden": ("tf_model_garden", dict(xla=False)),
+    "Model Garden+XLA": ("tf_model_garden", dict(xla=True)),
+    "HF PyTorch": ("torch", {}),
+    "KerasHub+XLA": ("keras_hub", {}),
+}
+# model -> batch (seq 128 throughout)
+CASES = {"bert_base": 8, "bert_small": 32, "minilm_l6": 32}
+SEQ = 128
+MATMUL_N = 2048
+
+
+def flops_per_sequence(model, seq, mode):
+  s = P.SHAPES[model]
+  h, i = s["hidden"], s["intermediate"]
+  forward = s["layers"] * (2 * seq * (4 * h * h + 2 * h * i) + 4 * seq * seq * h)
+  forward += 2 * h * h
+  return forward * (3 if mode == "train" else 1)
+
+
+class Worker:
+  """One worker process speaking bench._protocol."""
+
+  def __init__(self, name, argv, env=None):
+    self.name = name
+    self.proc = subprocess.Popen(
+        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=open(os.path.join(HERE, f".{name}.log"), "w"), text=True,
+        env=dict(os.environ, **(env or {})))
+
+  def call(self, **msg):
+    self.proc.stdin.write(json.dumps(msg) + "\n")
+    self.proc.stdin.flush()
+    line = self.proc.stdout.readline()
+    if not line:
+      raise RuntimeError(f"worker {self.name} died; see bench/.{self.name}.log")
+    reply = json.loads(line)
+    if not reply["ok"]:
+      raise RuntimeError(f"worker {self.name}: {reply['error']}")
+    return reply["seconds"]
+
+  def close(self):
+    try:
+      self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+      self.proc.stdin.flush()
+      self.proc.wait(timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+      self.proc.kill()
+
+
+def keras_hub_python():
+  python = os.path.join(KERAS_HUB_VENV, "bin", "python")
+  if not os.path.exists(python):
+    print("making the KerasHub venv (bench/make_keras_hub_venv.sh) ...", flush=True)
+    subprocess.run(["bash", os.path.join(HERE, "make_keras_hub_venv.sh"),
+                    KERAS_HUB_VENV], check=True)
+  return python
+
+
+def start_workers(names):
+  argv = {
+      "tf_ours": [sys.executable, "-m", "bench._tf_worker", "ours"],
+      "tf_model_garden": [sys.executable, "-m", "bench._tf_worker", "model_garden"],
+      "torch": [sys.executable, "-m", "bench._torch_worker"],
+  }
+  workers = {}
+  for name in names:
+    cmd = argv.get(name) or [keras_hub_python(), "-m", "bench._keras_hub_worker"]
+    workers[name] = Worker(name, cmd)
+  return workers
+
+
+def cpu_model():
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or "unknown CPU"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--target_seconds", type=float, default=3.0)
+  parser.add_argument("--models", default=",".join(CASES))
+  parser.add_argument("--modes", default="infer,train")
+  parser.add_argument("--impls", default=",".join(IMPLS))
+  parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"))
+  args = parser.parse_args()
+  impls = [i for i in args.impls.split(",") if i]
+  unknown = [i for i in impls if i not in IMPLS]
+  if unknown:
+    parser.error(f"--impls: unknown {unknown}; choose from {list(IMPLS)}")
+  cases = [(m, mode) for m in args.models.split(",") for mode in args.modes.split(",")]
+
+  workers = start_workers(sorted({IMPLS[i][0] for i in impls} | {"torch", "tf_ours"}))
+  timings, iters = {}, {}
+  started = time.time()
+  try:
+    # Build and warm up everything, then calibrate the block lengths.
+    jobs = [(("matmul", "matmul"), name, "torch" if name == "torch matmul" else "tf_ours",
+             dict(model="matmul", mode="matmul", batch=1, seq=MATMUL_N, xla=False))
+            for name in ("torch matmul", "TF matmul")]
+    for model, mode in cases:
+      for impl in impls:
+        worker, extra = IMPLS[impl]
+        jobs.append(((model, mode), impl, worker,
+                     dict(model=model, mode=mode, batch=CASES[model], seq=SEQ, **extra)))
+    for case, impl, worker, spec in jobs:
+      key = f"{case[0]}/{case[1]}/{impl}"
+      seconds = workers[worker].call(cmd="build", key=key, spec=spec)
+      one = workers[worker].call(cmd="time", key=key, iters=1)
+      iters[key] = max(1, round(args.target_seconds / one))
+      print(f"built {key:40s} in {seconds:6.1f} s; {one:.3f} s/iter -> "
+            f"{iters[key]} iters/block", flush=True)
+    # Interleaved rounds; the implementation order rotates every round.
+    for r in range(args.repeats):
+      groups = {}
+      for job in jobs:
+        groups.setdefault(job[0], []).append(job)
+      for group in groups.values():
+        k = r % len(group)
+        for case, impl, worker, spec in group[k:] + group[:k]:
+          key = f"{case[0]}/{case[1]}/{impl}"
+          seconds = workers[worker].call(cmd="time", key=key, iters=iters[key])
+          timings.setdefault(key, []).append(seconds / iters[key])
+      print(f"round {r + 1}/{args.repeats} done ({time.time() - started:.0f} s)",
+            flush=True)
+  finally:
+    for w in workers.values():
+      w.close()
+
+  report = render(jobs, timings, args, impls)
+  print(report)
+  with open(args.output, "w") as f:
+    f.write(report)
+
+
+def render(jobs, timings, args, impls):
+  def per_iter(key):
+    return statistics.median(timings[key]), min(timings[key]), max(timings[key])
+
+  peak = {}
+  for name in ("torch matmul", "TF matmul"):
+    med, lo, hi = per_iter(f"matmul/matmul/{name}")
+    f = 2 * MATMUL_N ** 3 / 1e9
+    peak[name] = (f / med, f / hi, f / lo)
+  torch_peak = peak["torch matmul"][0]
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  lines = [
+      "# Benchmark results (`python -m bench.run`)", "",
+      f"Machine: {cpu_model()}, {os.cpu_count()} cores; 2 intra-op threads for "
+      f"every implementation. TensorFlow {tf.__version__} "
+      f"(TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}), "
+      f"PyTorch {torch.__version__}. Seq {SEQ}, dense full-length rows, fp32. "
+      f"Median of {args.repeats} interleaved rounds of ~{args.target_seconds:g} s "
+      "blocks (spread: slowest - fastest round).", "",
+      "FLOPs (matmuls only) per sequence: layers x (2 S (4 H^2 + 2 H I) + 4 S^2 H) "
+      "+ 2 H^2; train step (forward, backward, AdamW update) = 3x forward.", "",
+      f"Matmul peak ({MATMUL_N}x{MATMUL_N} fp32): torch {peak['torch matmul'][0]:.0f} "
+      f"GFLOP/s ({peak['torch matmul'][1]:.0f}-{peak['torch matmul'][2]:.0f}), "
+      f"TF {peak['TF matmul'][0]:.0f} GFLOP/s ({peak['TF matmul'][1]:.0f}-"
+      f"{peak['TF matmul'][2]:.0f}).", "",
+      "| model (batch) | mode | implementation | seq/s | spread | GFLOP/s | % of torch "
+      "matmul peak | vs fastest peer |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+  cases = []
+  for case, _, _, _ in jobs:
+    if case[0] != "matmul" and case not in cases:
+      cases.append(case)
+  for model, mode in cases:
+    batch = CASES[model]
+    rates = {}
+    for impl in impls:
+      med, lo, hi = per_iter(f"{model}/{mode}/{impl}")
+      rates[impl] = (batch / med, batch / hi, batch / lo)
+    peers = [v[0] for k, v in rates.items() if not k.startswith("ours")]
+    best_peer = max(peers) if peers else None
+    for impl, (rate, lo, hi) in rates.items():
+      gflops = rate * flops_per_sequence(model, SEQ, mode) / 1e9
+      versus = f"{rate / best_peer:.2f}x" if best_peer else "-"
+      name = f"**{impl}**" if impl.startswith("ours") else impl
+      lines.append(f"| {model} ({batch}) | {mode} | {name} | {rate:.2f} | "
+                   f"{lo:.2f}-{hi:.2f} | {gflops:.0f} | {100 * gflops / torch_peak:.0f}% "
+                   f"| {versus} |")
+  return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+  main()
