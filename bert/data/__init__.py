@@ -1,9 +1,10 @@
 """Input pipelines and data preparation (TFRecords, tokenization, packing)."""
 
+from bert.data import length_buckets
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_data import PretrainingDataConfig, create_pretraining_data
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.data.tokenization import Tokenizer
 
-__all__ = ["DynamicMasker", "PretrainingDataConfig", "Tokenizer",
+__all__ = ["DynamicMasker", "length_buckets", "PretrainingDataConfig", "Tokenizer",
            "create_pretraining_data", "pretraining_dataset"]

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert.data import length_buckets as lb
 from bert.data.tokenization import Tokenizer
 from bert.tasks.base import Task
 from bert.tasks.pretraining import resolve_bert_config
@@ -75,9 +76,9 @@ class FinetuningTask(Task):
     if seq_length > self.config.max_position_embeddings:
       raise ValueError(f"{name}.seq_length={seq_length} exceeds "
                        f"max_position_embeddings={self.config.max_position_embeddings}")
-    self.length_buckets = check_length_buckets(
-        default_length_buckets(seq_length) if length_buckets is None
-        else length_buckets, seq_length, name)
+    self.length_buckets = lb.check_length_buckets(
+        lb.default_length_buckets(seq_length) if length_buckets is None
+        else length_buckets, seq_length, f"{name}.length_buckets")
     self.tokenizer = Tokenizer(vocab_file, lower_case=do_lower_case)
     size = self.tokenizer.get_special_tokens_dict()["vocab_size"]
     if size != self.config.vocab_size:
@@ -113,9 +114,14 @@ class FinetuningTask(Task):
   def build_inputs(self, input_context, training, start_step=0):
     """Training: shuffled (seeded, reshuffled each epoch), repeated, grouped
     by length bucket, starting at the batch of `start_step`; evaluation: one
-    ordered pass. Every batch is cut to its length bucket."""
+    pass in length order (`example_row` gives each row's index). Every batch
+    is cut to its length bucket."""
     data = self.features("train" if training else "eval")
-    rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
+    if training:
+      rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
+    else:   # in length order, as model_outputs runs predictions
+      rows = lb.length_order(data).astype(np.int32)
+      data = {k: v[rows] for k, v in data.items()}
     ds = tf.data.Dataset.from_tensor_slices(dict(data, example_row=rows))
     pipelines = input_context.num_input_pipelines if input_context else 1
     if pipelines > 1:
@@ -131,7 +137,7 @@ class FinetuningTask(Task):
       buckets = tf.constant(self.length_buckets[:-1], tf.int32)
       ds = ds.group_by_window(
           key_func=lambda f: tf.cast(tf.searchsorted(
-              buckets, [row_length(f["input_mask"])]), tf.int64)[0],
+              buckets, [lb.row_length(f["input_mask"])]), tf.int64)[0],
           reduce_func=lambda _, rows: rows.batch(batch, drop_remainder=True),
           window_size=batch)
     else:
@@ -159,32 +165,11 @@ class FinetuningTask(Task):
 
   def sequence_features(self, data: Dict[str, np.ndarray]) -> Sequence[str]:
     """The features whose last axis is the padded sequence axis."""
-    return [k for k, v in data.items()
-            if v.ndim >= 2 and v.shape[-1] == self.seq_length]
+    return lb.sequence_keys(data, self.seq_length)
 
   def batch_cutter(self, data: Dict[str, np.ndarray]):
     """A function that cuts a batch of `data`'s features to its bucket."""
-    keys = self.sequence_features(data)
-    buckets = tf.constant(self.length_buckets, tf.int32)
-
-    def cut(batch):
-      longest = tf.reduce_max(row_length(batch["input_mask"]))
-      length = buckets[tf.searchsorted(buckets, [longest])[0]]
-      return {k: (v[..., :length] if k in keys else v) for k, v in batch.items()}
-
-    return cut
-
-  def pad_outputs(self, outputs: Dict[str, np.ndarray], value: float = -1e4
-                  ) -> Dict[str, np.ndarray]:
-    """`sequence_outputs` of a cut batch padded back to `seq_length`."""
-    out = dict(outputs)
-    for k in self.sequence_outputs:
-      v = out[k]
-      if v.shape[1] < self.seq_length:
-        pad = [(0, 0)] * v.ndim
-        pad[1] = (0, self.seq_length - v.shape[1])
-        out[k] = np.pad(v, pad, constant_values=value)
-    return out
+    return lb.bucket_cutter(self.sequence_features(data), self.length_buckets)
 
   def initialize(self, model):
     if self._init_weights is not None:
@@ -195,50 +180,13 @@ class FinetuningTask(Task):
                                      "input_type_ids")}
 
   def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
-    """The model's outputs on a whole split (inference, in order), with
-    `sequence_outputs` at full `seq_length`."""
-    inputs = self.model_inputs(self.features(split))
-    ds = tf.data.Dataset.from_tensor_slices(inputs).batch(self.eval_batch_size)
-    parts = [self.pad_outputs({k: v.numpy() for k, v in
-                               model(batch, training=False).items()})
-             for batch in ds.map(self.batch_cutter(inputs))]
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    """The model's outputs on a whole split (inference in length order,
+    returned in row order), with `sequence_outputs` at full `seq_length`."""
+    return lb.predict_by_length(
+        lambda batch: model(batch, training=False),
+        self.model_inputs(self.features(split)), self.eval_batch_size,
+        self.length_buckets, self.sequence_outputs)
 
   def logits(self, model, split: str) -> np.ndarray:
     return self.model_outputs(model, split)["logits"]
 
-
-def row_length(input_mask: tf.Tensor) -> tf.Tensor:
-  """Real tokens per row (the last axis) of a 0/1 mask, maximum over any
-  axes between the batch axis and it (e.g. multiple-choice endings)."""
-  lengths = tf.reduce_sum(tf.cast(input_mask, tf.int32), -1)
-  while lengths.shape.rank > 1:
-    lengths = tf.reduce_max(lengths, -1)
-  return lengths
-
-
-def pad_sequence_axis(t: tf.Tensor, length: int, value: float = 0) -> tf.Tensor:
-  """`t` [batch, seq, ...] padded with `value` on axis 1 to `length`."""
-  pad = tf.maximum(length - tf.shape(t)[1], 0)
-  paddings = tf.concat([[[0, 0], [0, pad]],
-                        tf.zeros([t.shape.rank - 2, 2], tf.int32)], 0)
-  return tf.pad(t, paddings, constant_values=tf.cast(value, t.dtype))
-
-
-def default_length_buckets(seq_length: int) -> Sequence[int]:
-  """Multiples of 32 up to 128, of 64 up to 512, then of 128; the last is
-  `seq_length`. Few enough that each is traced (or XLA-compiled) once,
-  close enough that little padding is left."""
-  lengths = list(range(32, 129, 32)) + list(range(192, 513, 64)) + list(
-      range(640, seq_length, 128))
-  return tuple(n for n in lengths if n < seq_length) + (seq_length,)
-
-
-def check_length_buckets(buckets: Sequence[int], seq_length: int,
-                         name: str) -> Sequence[int]:
-  buckets = tuple(int(b) for b in buckets)
-  if (not buckets or list(buckets) != sorted(set(buckets)) or buckets[0] < 1
-      or buckets[-1] != seq_length):
-    raise ValueError(f"{name}.length_buckets must be increasing positive "
-                     f"lengths ending at seq_length={seq_length}, got {buckets}")
-  return buckets

@@ -23,7 +23,8 @@ import tensorflow as tf
 from bert.data import squad_data
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.finetuning import FinetuningTask, pad_sequence_axis
+from bert.data.length_buckets import pad_sequence_axis
+from bert.tasks.finetuning import FinetuningTask
 
 
 @gin.configurable

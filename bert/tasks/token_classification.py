@@ -11,6 +11,7 @@ import os
 from typing import Dict, List, Optional, Sequence
 
 import gin
+import numpy as np
 import tensorflow as tf
 from seqeval import metrics as seqeval_metrics
 
@@ -18,7 +19,8 @@ from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import softmax_stats
-from bert.tasks.finetuning import FinetuningTask, pad_sequence_axis
+from bert.data.length_buckets import pad_sequence_axis
+from bert.tasks.finetuning import FinetuningTask
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
@@ -100,12 +102,19 @@ class TokenClassificationTask(FinetuningTask):
 
   def eval_outputs(self, features, outputs):
     predicted = tf.argmax(outputs["logits"], -1, output_type=tf.int32)
-    return dict(predicted=pad_sequence_axis(predicted, self.seq_length))
+    return dict(predicted=pad_sequence_axis(predicted, self.seq_length),
+                example_row=features["example_row"])
 
   def eval_metrics(self, collected):
     sentences = self.sentences("eval")
+    # Evaluation runs in length order; back to row order.
+    predicted = np.empty_like(collected["predicted"])
+    predicted[collected["example_row"]] = collected["predicted"]
+    if len(predicted) != len(self.features("eval")["input_word_ids"]):
+      raise ValueError("TokenClassificationTask: entity F1 needs the whole eval "
+                       "file; set RuntimeConfig.eval_steps=-1")
     predicted = ner_data.word_predictions(sentences, self.features("eval"),
-                                          collected["predicted"], self.labels)
+                                          predicted, self.labels)
     return entity_metrics([s.tags for s in sentences], predicted)
 
   def predict(self, model, output_dir: str) -> str:

@@ -131,7 +131,7 @@ def test_nan_loss_names_the_lines_of_its_batch(tmp_path):
   batch = next(iter(task.build_inputs(None, training=True, start_step=2)))
   data_lines = [int(r) + 2 for r in batch["example_row"].numpy()]  # + header
   expected = ", ".join(f"line {n}" for n in data_lines[:10])
-  assert (f"at step 3; " in str(e.value) and f"The batch of step 3 came from: "
+  assert ("at step 3; " in str(e.value) and f"The batch of step 3 came from: "
           f"{tmp_path / 'data0.tsv'}: {expected} and 6 more." in str(e.value)), e.value
   lines = open(tmp_path / "data0.tsv").read().splitlines()
   assert all(lines[n - 1].endswith(("\t4.0", "\t1.0")) for n in data_lines)

@@ -1,0 +1,117 @@
+"""Length buckets: no compute on trailing padding.
+
+Rows are encoded at a fixed `seq_length` ([n, seq] arrays with a 0/1
+`input_mask`), but a batch only needs the length of its longest row. Each
+batch is cut to the smallest of a few fixed lengths (the buckets) that holds
+it, so tf.function traces, and XLA compiles, once per bucket rather than once
+per batch. Cutting trailing padding changes no real token's output: attention
+masks padded keys anyway, and every other op is per token.
+
+For inference, rows are run in length order (short rows share batches with
+short rows) and the outputs returned in row order.
+"""
+
+from typing import Callable, Dict, List, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+
+def default_length_buckets(seq_length: int) -> Sequence[int]:
+  """Multiples of 32 up to 128, of 64 up to 512, then of 128; the last is
+  `seq_length`. Few enough that each is traced (or XLA-compiled) once,
+  close enough that little padding is left."""
+  lengths = list(range(32, 129, 32)) + list(range(192, 513, 64)) + list(
+      range(640, seq_length, 128))
+  return tuple(n for n in lengths if n < seq_length) + (seq_length,)
+
+
+def check_length_buckets(buckets: Sequence[int], seq_length: int,
+                         name: str = "length_buckets") -> Sequence[int]:
+  """`buckets` as a tuple, or a ValueError naming `name`."""
+  buckets = tuple(int(b) for b in buckets)
+  if (not buckets or list(buckets) != sorted(set(buckets)) or buckets[0] < 1
+      or buckets[-1] != seq_length):
+    raise ValueError(f"{name} must be increasing positive lengths ending at "
+                     f"seq_length={seq_length}, got {buckets}")
+  return buckets
+
+
+def row_length(input_mask: tf.Tensor) -> tf.Tensor:
+  """Real tokens per row (the last axis) of a 0/1 mask, maximum over any
+  axes between the batch axis and it (e.g. multiple-choice endings)."""
+  lengths = tf.reduce_sum(tf.cast(input_mask, tf.int32), -1)
+  while lengths.shape.rank > 1:
+    lengths = tf.reduce_max(lengths, -1)
+  return lengths
+
+
+def sequence_keys(features: Mapping[str, np.ndarray], seq_length: int) -> List[str]:
+  """The features whose last axis is the padded sequence axis."""
+  return [k for k, v in features.items()
+          if np.ndim(v) >= 2 and np.shape(v)[-1] == seq_length]
+
+
+def bucket_cutter(keys: Sequence[str], buckets: Sequence[int],
+                  mask_key: str = "input_mask") -> Callable:
+  """A function that cuts the `keys` of a batch (dict of tensors) to the
+  smallest bucket holding the batch's longest row of `mask_key`."""
+  keys = set(keys)
+  buckets = tf.constant(buckets, tf.int32)
+
+  def cut(batch):
+    longest = tf.reduce_max(row_length(batch[mask_key]))
+    length = buckets[tf.searchsorted(buckets, [longest])[0]]
+    return {k: (v[..., :length] if k in keys else v) for k, v in batch.items()}
+
+  return cut
+
+
+def pad_sequence_axis(t: tf.Tensor, length: int, value: float = 0) -> tf.Tensor:
+  """`t` [batch, seq, ...] padded with `value` on axis 1 to `length`."""
+  pad = tf.maximum(length - tf.shape(t)[1], 0)
+  paddings = tf.concat([[[0, 0], [0, pad]],
+                        tf.zeros([t.shape.rank - 2, 2], tf.int32)], 0)
+  return tf.pad(t, paddings, constant_values=tf.cast(value, t.dtype))
+
+
+def length_order(features: Mapping[str, np.ndarray],
+                 mask_key: str = "input_mask") -> np.ndarray:
+  """Row indices sorted by real length (stable: ties keep row order)."""
+  mask = np.asarray(features[mask_key])
+  lengths = mask.reshape(len(mask), -1, mask.shape[-1]).sum(-1).max(-1)
+  return np.argsort(lengths, kind="stable")
+
+
+def predict_by_length(fn: Callable, features: Mapping[str, np.ndarray],
+                      batch_size: int, buckets: Sequence[int],
+                      sequence_outputs: Sequence[str] = (),
+                      pad_value: float = -1e4, mask_key: str = "input_mask"
+                      ) -> Dict[str, np.ndarray]:
+  """`fn(batch)` (a dict of outputs) over all rows of `features`.
+
+  Rows run in length order, in batches of `batch_size` cut to their bucket;
+  outputs come back in row order as NumPy arrays, those named in
+  `sequence_outputs` ([batch, seq, ...]) padded back to the full length
+  with `pad_value`.
+  """
+  full = np.shape(features[mask_key])[-1]
+  keys = sequence_keys(features, full)
+  order = length_order(features, mask_key)
+  cut = bucket_cutter(keys, buckets, mask_key)
+  parts = []
+  for start in range(0, len(order), batch_size):
+    rows = order[start:start + batch_size]
+    batch = cut({k: tf.constant(np.asarray(v)[rows]) for k, v in features.items()})
+    out = {k: np.asarray(v) for k, v in fn(batch).items()}
+    for k in sequence_outputs:
+      pad = [(0, 0)] * out[k].ndim
+      pad[1] = (0, full - out[k].shape[1])
+      out[k] = np.pad(out[k], pad, constant_values=pad_value)
+    parts.append(out)
+  if not parts:
+    raise ValueError("predict_by_length: no rows")
+  merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(len(order))
+  return {k: v[inverse] for k, v in merged.items()}
