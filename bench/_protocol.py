@@ -8,8 +8,11 @@ line from the worker's original stdout (framework logs go to stderr):
   {"cmd": "build", "key": K, "spec": {...}}  -> {"ok": true, "seconds": s}
       build case K (model, mode, batch, seq) and warm it up (traces, XLA
       compilation, first allocations): none of that is timed later.
-  {"cmd": "time", "key": K, "iters": n}       -> {"ok": true, "seconds": s}
-      run case K n times back to back; wall seconds of the whole block.
+  {"cmd": "time", "key": K, "iters": n}       -> {"ok": true, "seconds": s,
+                                                   "work": w}
+      run case K n times back to back; wall seconds of the whole block, and
+      the sum of what the steps returned where they return a Python int (a
+      count, e.g. real tokens processed), else 0.
   {"cmd": "quit"}
 
 Errors come back as {"ok": false, "error": "..."}; the driver reports them.
@@ -54,7 +57,7 @@ def serve(build):
     try:
       if msg["cmd"] == "quit":
         break
-      start = time.perf_counter()
+      start, work = time.perf_counter(), 0
       if msg["cmd"] == "build":
         step = build(msg["spec"])
         for _ in range(msg["spec"].get("warmup", 2)):
@@ -63,10 +66,12 @@ def serve(build):
       elif msg["cmd"] == "time":
         step = cases[msg["key"]]
         for _ in range(msg["iters"]):
-          step()
+          done = step()
+          if type(done) is int:   # pylint: disable=unidiomatic-typecheck
+            work += done
       else:
         raise ValueError(f"unknown command {msg['cmd']!r}")
-      reply = {"ok": True, "seconds": time.perf_counter() - start}
+      reply = {"ok": True, "seconds": time.perf_counter() - start, "work": work}
     except Exception as e:  # pylint: disable=broad-except
       traceback.print_exc()
       reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}

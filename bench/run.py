@@ -66,7 +66,8 @@ class Worker:
         stderr=open(os.path.join(HERE, f".{name}.log"), "w"), text=True,
         env=dict(os.environ, **(env or {})))
 
-  def call(self, **msg):
+  def call_full(self, **msg):
+    """Sends one command; returns the whole reply."""
     self.proc.stdin.write(json.dumps(msg) + "\n")
     self.proc.stdin.flush()
     line = self.proc.stdout.readline()
@@ -75,7 +76,11 @@ class Worker:
     reply = json.loads(line)
     if not reply["ok"]:
       raise RuntimeError(f"worker {self.name}: {reply['error']}")
-    return reply["seconds"]
+    return reply
+
+  def call(self, **msg):
+    """Sends one command; returns its wall seconds."""
+    return self.call_full(**msg)["seconds"]
 
   def close(self):
     try:

@@ -9,6 +9,7 @@ longest row, and training batches are drawn from examples of one bucket
 batches; the few fixed lengths keep tf.function/XLA to one trace per bucket.
 """
 
+import logging
 import math
 from typing import Dict, List, Optional, Sequence
 
@@ -119,6 +120,9 @@ class FinetuningTask(Task):
     data = self.features("train" if training else "eval")
     if training:
       rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
+      if not (input_context and input_context.input_pipeline_id):
+        logging.info("%s training data: %s", type(self).__name__,
+                     lb.bucket_summary(data, self.length_buckets))
     else:   # in length order, as model_outputs runs predictions
       rows = lb.length_order(data).astype(np.int32)
       data = {k: v[rows] for k, v in data.items()}

