@@ -40,7 +40,8 @@ def trim(batch, mask_key="attention_mask"):
   mask = batch[mask_key]
   full = mask.shape[-1]
   longest = int(mask.reshape(-1, full).sum(-1).max())
-  return {k: (v[..., :longest] if v.dim() >= 2 and v.shape[-1] == full else v)
+  return {k: (v[..., :longest].contiguous() if v.dim() >= 2 and v.shape[-1] == full
+              else v)
           for k, v in batch.items()}
 
 
