@@ -46,6 +46,17 @@ def row_length(input_mask: tf.Tensor) -> tf.Tensor:
   return lengths
 
 
+def bucket_index(lengths: tf.Tensor, buckets: tf.Tensor) -> tf.Tensor:
+  """Index of the smallest bucket holding each length (int32 [n])."""
+  return tf.searchsorted(buckets, tf.reshape(lengths, [-1]))
+
+
+def _row_lengths_np(features: Mapping[str, np.ndarray], mask_key: str) -> np.ndarray:
+  """NumPy `row_length` of a whole split's mask."""
+  mask = np.asarray(features[mask_key])
+  return mask.reshape(len(mask), -1, mask.shape[-1]).sum(-1).max(-1)
+
+
 def sequence_keys(features: Mapping[str, np.ndarray], seq_length: int) -> List[str]:
   """The features whose last axis is the padded sequence axis."""
   return [k for k, v in features.items()
@@ -61,7 +72,7 @@ def bucket_cutter(keys: Sequence[str], buckets: Sequence[int],
 
   def cut(batch):
     longest = tf.reduce_max(row_length(batch[mask_key]))
-    length = buckets[tf.searchsorted(buckets, [longest])[0]]
+    length = buckets[bucket_index(longest, buckets)[0]]
     return {k: (v[..., :length] if k in keys else v) for k, v in batch.items()}
 
   return cut
@@ -79,24 +90,22 @@ def bucket_summary(features: Mapping[str, np.ndarray], buckets: Sequence[int],
                    mask_key: str = "input_mask") -> str:
   """Rows per bucket and the share of token positions cutting saves (if
   each row sat in a batch of its own bucket), e.g. for a log line."""
-  mask = np.asarray(features[mask_key])
-  lengths = mask.reshape(len(mask), -1, mask.shape[-1]).sum(-1).max(-1)
+  seq = np.shape(features[mask_key])[-1]
+  lengths = _row_lengths_np(features, mask_key)
   index = np.searchsorted(np.asarray(buckets), lengths)
   counts = np.bincount(index, minlength=len(buckets))
   used = float(np.asarray(buckets)[index].sum())
   parts = ", ".join(f"{b}: {c}" for b, c in zip(buckets, counts) if c)
-  saved = 1 - used / (len(lengths) * mask.shape[-1])
+  saved = 1 - used / (len(lengths) * seq)
   return (f"length buckets (rows per length) {parts}; {saved:.0%} of the "
-          f"{mask.shape[-1]}-long positions are not computed; at most "
+          f"{seq}-long positions are not computed; at most "
           f"{int((counts > 0).sum())} traces/XLA compilations")
 
 
 def length_order(features: Mapping[str, np.ndarray],
                  mask_key: str = "input_mask") -> np.ndarray:
   """Row indices sorted by real length (stable: ties keep row order)."""
-  mask = np.asarray(features[mask_key])
-  lengths = mask.reshape(len(mask), -1, mask.shape[-1]).sum(-1).max(-1)
-  return np.argsort(lengths, kind="stable")
+  return np.argsort(_row_lengths_np(features, mask_key), kind="stable")
 
 
 def predict_by_length(fn: Callable, features: Mapping[str, np.ndarray],

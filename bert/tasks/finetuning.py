@@ -138,10 +138,10 @@ class FinetuningTask(Task):
     ds = ds.shuffle(len(data["input_word_ids"]), seed=self.seed,
                     reshuffle_each_iteration=True).repeat()
     if self.group_by_length and len(self.length_buckets) > 1:
-      buckets = tf.constant(self.length_buckets[:-1], tf.int32)
+      buckets = tf.constant(self.length_buckets, tf.int32)
       ds = ds.group_by_window(
-          key_func=lambda f: tf.cast(tf.searchsorted(
-              buckets, [lb.row_length(f["input_mask"])]), tf.int64)[0],
+          key_func=lambda f: tf.cast(lb.bucket_index(
+              lb.row_length(f["input_mask"]), buckets)[0], tf.int64),
           reduce_func=lambda _, rows: rows.batch(batch, drop_remainder=True),
           window_size=batch)
     else:

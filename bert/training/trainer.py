@@ -176,9 +176,16 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
     if self._loss_scaled:
       grads = self.optimizer.get_unscaled_gradients(grads)
-      self._count_skipped(grads)
-    if self.clip_norm and self.clip_norm > 0:
-      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    clip = self.clip_norm and self.clip_norm > 0
+    if clip or self._loss_scaled:
+      # One pass over the gradients serves both: a NaN/Inf gradient makes
+      # the global norm non-finite (and clipping then makes every gradient
+      # NaN, so the LossScaleOptimizer skips the step).
+      norm = tf.linalg.global_norm(grads)
+      if self._loss_scaled:
+        self._count_skipped(tf.math.is_finite(norm))
+      if clip:
+        grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=norm)
     finite = tf.math.is_finite(loss)
     self._first_bad_step.assign(tf.where(
         (self._first_bad_step < 0) & tf.logical_not(finite),
@@ -189,9 +196,9 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self.optimizer.apply_gradients(zip(grads, tvars),
                                    experimental_aggregate_gradients=False)
 
-  def _count_skipped(self, grads):
-    """Counts a step that the LossScaleOptimizer will skip (overflow)."""
-    finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+  def _count_skipped(self, finite):
+    """Counts a step that the LossScaleOptimizer will skip (its gradients'
+    norm is not `finite`: an overflow)."""
     skipped = tf.cast(tf.logical_not(finite), tf.int64)
     self._first_skipped_step.assign(tf.where(
         (self._skipped_in_a_row == 0) & (skipped > 0),
