@@ -194,10 +194,10 @@ def test_optimizer_schedule_and_weight_decay_exclusions():
   opt = build_optimizer(OptimizerConfig(learning_rate=1e-3, num_train_steps=100,
                                         warmup_steps=10))
   lr = opt.learning_rate
-  # Linear decay from 1e-3 at step 0 to 0 at step 100; the warmup ramps
-  # linearly from 0 to the decayed value at its end (9e-4 at step 10).
+  # Linear warmup from 0 to the full 1e-3 at step 10, then linear decay to
+  # 0 at step 100 (Hugging Face's get_linear_schedule_with_warmup).
   np.testing.assert_allclose([float(lr(s)) for s in (0, 5, 10, 55, 100)],
-                             [0.0, 4.5e-4, 9e-4, 4.5e-4, 0.0], rtol=1e-6)
+                             [0.0, 5e-4, 1e-3, 5e-4, 0.0], rtol=1e-6)
   assert opt.weight_decay_rate == 0.01 and opt.gradient_clip_norm == 0.0
   names = ["embeddings/layer_norm/gamma:0", "transformer/layer_0/qkv/bias:0",
            "transformer/layer_0/attention_layer_norm/beta:0",
@@ -210,6 +210,38 @@ def test_optimizer_schedule_and_weight_decay_exclusions():
     OptimizerConfig(optimizer="sgd")
   with pytest.raises(ValueError, match="warmup_steps"):
     OptimizerConfig(num_train_steps=10, warmup_steps=20)
+
+
+def test_adamw_update_equals_algorithm_1_with_decoupled_weight_decay():
+  """Five steps of our AdamW against NumPy: epsilon is added to the
+  bias-corrected sqrt(v_hat) (Kingma & Ba, Algorithm 1; PyTorch's AdamW),
+  weight decay is lr * rate * w, and names in `no_decay` are not decayed.
+  Tiny gradients make the epsilon placement visible: Keras' "epsilon hat"
+  would move these weights over 10x less at step 1."""
+  rng = np.random.RandomState(0)
+  w0 = rng.normal(size=(4, 3)).astype(np.float32)
+  b0 = rng.normal(size=(3,)).astype(np.float32)
+  grads = [(rng.normal(size=(4, 3)) * 1e-6, rng.normal(size=(3,)) * 1e-6)
+           for _ in range(5)]
+  lr, eps, wd = 1e-3, 1e-6, 0.01
+  opt = build_optimizer(OptimizerConfig(learning_rate=lr, num_train_steps=1000,
+                                        epsilon=eps, weight_decay=wd,
+                                        end_learning_rate=lr))
+  w = tf.Variable(w0, name="dense/kernel")
+  b = tf.Variable(b0, name="dense/bias")
+  for gw, gb in grads:
+    opt.apply_gradients([(tf.constant(gw, tf.float32), w),
+                         (tf.constant(gb, tf.float32), b)])
+  for var, start, g_all, decay in ((w, w0, [g[0] for g in grads], True),
+                                   (b, b0, [g[1] for g in grads], False)):
+    x, m, v = start.astype(np.float64), 0.0, 0.0
+    for t, g in enumerate(g_all, 1):
+      m = 0.9 * m + 0.1 * g
+      v = 0.999 * v + 0.001 * g * g
+      m_hat, v_hat = m / (1 - 0.9 ** t), v / (1 - 0.999 ** t)
+      x = x - lr * wd * x * decay - lr * m_hat / (np.sqrt(v_hat) + eps)
+    np.testing.assert_allclose(var.numpy(), x, rtol=0, atol=1e-6)
+    assert np.abs(var.numpy() - start).max() > 1e-3   # the updates are real
 
 
 def test_bad_runtime_settings_fail_before_training(records, tmp_path):
