@@ -14,9 +14,14 @@ class SelfAttentionMask(tf_keras.layers.Layer):
   [batch, seq, seq] (e.g. block-diagonal for packed sequences, where examples
   must not see each other) passes through unchanged. Either way the output is
   in the layer's compute dtype, ready for `FusedSelfAttention`.
+
+  Packed rows (`packed=True`): `input_mask` holds, per token, the 1-based
+  index of the example it belongs to within its row (0 = padding); a query
+  attends to the keys of its own example only: the block-diagonal
+  [batch, seq, seq] mask (m[q] == m[k]) & (m[k] > 0).
   """
 
-  def call(self, input_mask=None, attention_mask=None):
+  def call(self, input_mask=None, attention_mask=None, packed=False):
     if attention_mask is not None:
       if attention_mask.shape.rank != 3:
         raise ValueError("attention_mask must be [batch, seq, seq], got shape "
@@ -27,5 +32,10 @@ class SelfAttentionMask(tf_keras.layers.Layer):
     if input_mask.shape.rank != 2:
       raise ValueError(f"input_mask must be [batch, seq], got shape "
                        f"{input_mask.shape}")
+    if packed:
+      # [batch, seq(query), seq(key)]
+      same = tf.equal(input_mask[:, :, tf.newaxis], input_mask[:, tf.newaxis, :])
+      keep = same & (input_mask > 0)[:, tf.newaxis, :]
+      return tf.cast(keep, self.compute_dtype)
     # [batch, 1, seq]
     return tf.cast(input_mask, self.compute_dtype)[:, tf.newaxis, :]

@@ -4,12 +4,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
-from bert.models._base import EncoderHeadModel
+from bert.models._base import EncoderModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertMultipleChoice(EncoderHeadModel):
+class BertMultipleChoice(EncoderModel):
   """SWAG-style multiple choice.
 
   Inputs: the encoder's three tensors with a choice axis, int32 [batch,

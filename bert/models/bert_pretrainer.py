@@ -7,7 +7,7 @@ import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
-from bert.models._base import EncoderHeadModel
+from bert.models._base import EncoderHeadModel, per_example
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
@@ -39,7 +39,10 @@ class BertPretrainer(EncoderHeadModel):
   Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, P].
   Outputs: `masked_lm_logits` float32 [batch, P, vocab] (computed only at the
   given positions), `next_sentence_logits` float32 [batch, 2], and the
-  encoder's `sequence_output` and `pooled_output`.
+  encoder's `sequence_output` and `pooled_output`. Packed rows (with
+  `input_positions` and `cls_positions` [batch, k], see `bert.data.packing`):
+  `masked_lm_positions` index the packed row, and `next_sentence_logits`
+  are [batch, k, 2], one per packed example.
 
   The masked-LM head is tied to the encoder's word embeddings; `from_config`
   rebuilds the encoder first and ties a new head to it, so the tie survives
@@ -58,19 +61,18 @@ class BertPretrainer(EncoderHeadModel):
     elif masked_lm.embedding_table is not encoder.get_embedding_table():
       raise ValueError("masked_lm must be tied to this encoder's word "
                        "embeddings (embedding_table=encoder.get_embedding_table())")
-    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
-              for k in ("input_word_ids", "input_mask", "input_type_ids",
-                        "masked_lm_positions")}
-    encoder_outputs = encoder({k: v for k, v in inputs.items()
-                               if k != "masked_lm_positions"})
-    outputs = dict(
-        masked_lm_logits=masked_lm(encoder_outputs["sequence_output"],
-                                   inputs["masked_lm_positions"]),
-        next_sentence_logits=next_sentence(encoder_outputs["pooled_output"]),
-        sequence_output=encoder_outputs["sequence_output"],
-        pooled_output=encoder_outputs["pooled_output"])
+
+    def heads(encoder_outputs, inputs, training):
+      return dict(
+          masked_lm_logits=masked_lm(encoder_outputs["sequence_output"],
+                                     inputs["masked_lm_positions"]),
+          next_sentence_logits=per_example(
+              next_sentence, encoder_outputs["pooled_output"], training),
+          sequence_output=encoder_outputs["sequence_output"],
+          pooled_output=encoder_outputs["pooled_output"])
+
     kwargs.setdefault("name", "bert_pretrainer")
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self.encoder = encoder
+    super().__init__(encoder, heads, extra_inputs=("masked_lm_positions",),
+                     **kwargs)
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence

@@ -20,12 +20,13 @@ class BertSpanLabeler(EncoderHeadModel):
   _head_config = ()
 
   def __init__(self, encoder: EncoderScaffold, **kwargs):
-    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
-              for k in ("input_word_ids", "input_mask", "input_type_ids")}
     head = SpanHead(initializer_range=getattr(
         getattr(encoder, "config", None), "initializer_range", 0.02), name="span")
-    start_logits, end_logits = head(encoder(inputs)["sequence_output"])
+
+    def heads(encoder_outputs, inputs, training):
+      del inputs, training
+      start_logits, end_logits = head(encoder_outputs["sequence_output"])
+      return dict(start_logits=start_logits, end_logits=end_logits)
+
     kwargs.setdefault("name", "bert_span_labeler")
-    super().__init__(inputs=inputs, outputs=dict(start_logits=start_logits,
-                                                 end_logits=end_logits), **kwargs)
-    self.encoder = encoder
+    super().__init__(encoder, heads, **kwargs)

@@ -20,18 +20,19 @@ class BertTokenClassifier(EncoderHeadModel):
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
-    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
-              for k in ("input_word_ids", "input_mask", "input_type_ids")}
-    sequence = encoder(inputs)["sequence_output"]            # [b, s, hidden]
     dropout = tf_keras.layers.Dropout(dropout_rate)
     dense = tf_keras.layers.Dense(
         num_classes, name="token_logits",
         kernel_initializer=initializer(getattr(
             getattr(encoder, "config", None), "initializer_range", 0.02)))
-    logits = tf_keras.layers.Activation("linear", dtype="float32")(
-        dense(dropout(sequence)))
+    to_float32 = tf_keras.layers.Activation("linear", dtype="float32")
+
+    def heads(encoder_outputs, inputs, training):
+      del inputs
+      sequence = encoder_outputs["sequence_output"]          # [b, s, hidden]
+      return dict(logits=to_float32(dense(dropout(sequence, training=training))))
+
     kwargs.setdefault("name", "bert_token_classifier")
-    super().__init__(inputs=inputs, outputs=dict(logits=logits), **kwargs)
-    self.encoder = encoder
+    super().__init__(encoder, heads, **kwargs)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate

@@ -9,7 +9,7 @@ from bert.layers.self_attention_mask import SelfAttentionMask
 
 _INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 # Keys that select the packed-sequence path (see `EncoderScaffold.call`).
-_PACKED_KEYS = ("input_positions", "attention_mask")
+PACKED_KEYS = ("input_positions", "attention_mask", "cls_positions")
 
 
 def _resolve(cls_or_name):
@@ -38,11 +38,15 @@ class EncoderScaffold(tf_keras.Model):
                return_attention_probs=True)}
   Sequence length is dynamic.
 
-  Packed sequences: calling the model with a dict that also holds
-  `input_positions` [batch, seq] and/or a full 0/1 `attention_mask`
-  [batch, seq, seq] runs the same layers with per-token position ids and that
-  mask in place of `input_mask` (several examples per row that must not
-  attend to each other).
+  Packed sequences (several examples per row, see `bert.data.packing`):
+  calling the model with a dict that also holds `input_positions`
+  [batch, seq] (each example's positions restart at 0) runs the same layers
+  with those position ids; `input_mask` then holds each token's 1-based
+  example index within its row (0 = padding) and attention is block-diagonal,
+  so examples never see each other. A full 0/1 `attention_mask`
+  [batch, seq, seq] may be given instead. With `cls_positions` [batch, k]
+  (each example's first token), `pooled_output` is per example:
+  [batch, k, hidden].
 
   Args:
     embedding_cls: layer class (or registered name) called as
@@ -93,14 +97,14 @@ class EncoderScaffold(tf_keras.Model):
 
   # ------------------------------------------------------------------ call
   def call(self, inputs, training=None, mask=None):
-    if isinstance(inputs, dict) and any(k in inputs for k in _PACKED_KEYS):
+    if isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS):
       return _encode(self._layers_bundle, inputs, training,
                      self._scaffold_config["return_attention_probs"])
     if not isinstance(inputs, dict) or any(k not in inputs for k in _INPUT_KEYS):
       got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
       raise ValueError(f"{self.name} expects a dict with keys "
                        f"{list(_INPUT_KEYS)} (or the packed keys "
-                       f"{list(_PACKED_KEYS)} in place of input_mask); got {got}")
+                       f"{list(PACKED_KEYS)} in place of input_mask); got {got}")
     return super().call(inputs, training=training, mask=mask)
 
   # Keras checks call inputs against the functional inputs; the packed path
@@ -177,7 +181,8 @@ def _encode(layers: _Layers, inputs, training, return_attention_probs):
                      f"{sorted(inputs) if isinstance(inputs, dict) else type(inputs)}")
   word_ids = inputs["input_word_ids"]
   mask = layers.mask(input_mask=inputs.get("input_mask"),
-                     attention_mask=inputs.get("attention_mask"))
+                     attention_mask=inputs.get("attention_mask"),
+                     packed="input_positions" in inputs)
   x = layers.embedding(word_ids, input_type_ids=inputs.get("input_type_ids"),
                        input_positions=inputs.get("input_positions"),
                        training=training)
@@ -190,7 +195,12 @@ def _encode(layers: _Layers, inputs, training, return_attention_probs):
     else:
       x = block(x, attention_mask=mask, training=training)
     encoder_outputs.append(x)
-  pooled_output = layers.pooler(x[:, 0, :])
+  if "cls_positions" in inputs:
+    # Every packed example's first token: [batch, k, hidden].
+    first = tf.gather(x, inputs["cls_positions"], batch_dims=1)
+  else:
+    first = x[:, 0, :]                                    # [batch, hidden]
+  pooled_output = layers.pooler(first)
   outputs = dict(sequence_output=x, pooled_output=pooled_output,
                  encoder_outputs=encoder_outputs)
   if return_attention_probs:

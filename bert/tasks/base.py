@@ -98,6 +98,16 @@ class Task:
     raise NotImplementedError
 
 
+def example_weights(features: Mapping[str, tf.Tensor],
+                    labels: tf.Tensor) -> tf.Tensor:
+  """float32 weights shaped like `labels` (one per example): 1, or for
+  packed rows `packed_example_mask` (0 for the empty slots)."""
+  if "packed_example_mask" in features:
+    return tf.reshape(tf.cast(features["packed_example_mask"], tf.float32),
+                      tf.shape(labels))
+  return tf.ones_like(labels, tf.float32)
+
+
 def softmax_stats(logits: tf.Tensor, labels: tf.Tensor,
                   weights: Optional[tf.Tensor] = None) -> Stats:
   """`loss` (softmax cross-entropy) and `accuracy` sums of a batch.

@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_classifier import BertClassifier
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import softmax_stats
+from bert.tasks.base import example_weights, softmax_stats
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.metrics import classification_metrics, regression_metrics
 
@@ -122,15 +122,18 @@ class ClassificationTask(FinetuningTask):
                           dropout_rate=self.dropout_rate)
 
   def loss_denominators(self, features):
-    return dict(loss=tf.cast(tf.shape(features["label"])[0], tf.float32))
+    return dict(loss=tf.reduce_sum(example_weights(features, features["label"])))
 
   def compute_stats(self, features, outputs):
+    # logits [b, classes], or [b, k, classes] for packed rows (label [b, k];
+    # empty slots weigh 0).
     logits = outputs["logits"]
+    weights = example_weights(features, features["label"])
     if self.regression:
-      error = logits[:, 0] - tf.cast(features["label"], tf.float32)
-      return dict(loss=(tf.reduce_sum(tf.square(error)),
-                        tf.cast(tf.shape(logits)[0], tf.float32)))
-    return softmax_stats(logits, features["label"])
+      error = logits[..., 0] - tf.cast(features["label"], tf.float32)
+      return dict(loss=(tf.reduce_sum(tf.square(error) * weights),
+                        tf.reduce_sum(weights)))
+    return softmax_stats(logits, features["label"], weights)
 
   def eval_outputs(self, features, outputs):
     return dict(logits=outputs["logits"], label=features["label"])

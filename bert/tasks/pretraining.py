@@ -25,7 +25,7 @@ from bert.data.pretraining_dataset import list_files, pretraining_dataset
 from bert.layers.bert_tokenizer import read_vocab
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import Stats, Task
+from bert.tasks.base import Stats, Task, example_weights
 
 
 def pretraining_stats(features: Mapping[str, tf.Tensor],
@@ -37,10 +37,13 @@ def pretraining_stats(features: Mapping[str, tf.Tensor],
   (+1e-5 for the masked-LM loss) gives the reference's per-batch values.
   """
   mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)   # [b, P, V]
-  nsp_logits = tf.cast(outputs["next_sentence_logits"], tf.float32)  # [b, 2]
+  # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
+  nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
+                          [-1, 2])
   weights = tf.cast(features["masked_lm_weights"], tf.float32)    # [b, P]
   ids = tf.cast(features["masked_lm_ids"], tf.int32)
   nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+  nsp_weights = example_weights(features, nsp_labels)
   mlm_per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=ids, logits=mlm_logits)
   nsp_per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -50,12 +53,14 @@ def pretraining_stats(features: Mapping[str, tf.Tensor],
   nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32),
                                  nsp_labels), tf.float32)
   num_predictions = tf.reduce_sum(weights)
-  num_examples = tf.cast(tf.size(nsp_labels), tf.float32)
+  num_examples = tf.reduce_sum(nsp_weights)
   return dict(
       masked_lm_loss=(tf.reduce_sum(mlm_per_position * weights), num_predictions),
-      next_sentence_loss=(tf.reduce_sum(nsp_per_example), num_examples),
+      next_sentence_loss=(tf.reduce_sum(nsp_per_example * nsp_weights),
+                          num_examples),
       masked_lm_accuracy=(tf.reduce_sum(mlm_correct * weights), num_predictions),
-      next_sentence_accuracy=(tf.reduce_sum(nsp_correct), num_examples))
+      next_sentence_accuracy=(tf.reduce_sum(nsp_correct * nsp_weights),
+                              num_examples))
 
 
 def pretraining_losses(features: Dict[str, tf.Tensor],
@@ -205,8 +210,8 @@ class PretrainingTask(Task):
     return dict(
         masked_lm_loss=tf.reduce_sum(tf.cast(features["masked_lm_weights"],
                                              tf.float32)),
-        next_sentence_loss=tf.cast(tf.shape(features["next_sentence_labels"])[0],
-                                   tf.float32))
+        next_sentence_loss=tf.reduce_sum(example_weights(
+            features, tf.reshape(features["next_sentence_labels"], [-1]))))
 
   def compute_stats(self, features, outputs):
     return pretraining_stats(features, outputs)
