@@ -24,9 +24,10 @@ packs typical length distributions to within a few percent of the ideal row
 count in O(examples x seq_length).
 """
 
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
 
 from bert.data import length_buckets as lb
 
@@ -77,7 +78,8 @@ def pack(features: Dict[str, np.ndarray], seq_length: int,
          max_per_row: int = 8, *,
          position_keys: Sequence[str] = ("masked_lm_positions",),
          concat_keys: Sequence[str] = ("masked_lm_ids", "masked_lm_weights"),
-         rows: Optional[List[List[int]]] = None) -> Dict[str, np.ndarray]:
+         rows: Optional[List[List[int]]] = None,
+         pad_values: Optional[Mapping[str, int]] = None) -> Dict[str, np.ndarray]:
   """Packs one-example-per-row `features` (see the module docstring).
 
   Args:
@@ -88,6 +90,8 @@ def pack(features: Dict[str, np.ndarray], seq_length: int,
     seq_length: row length (the features' padded length).
     max_per_row: k, the most examples in one row.
     rows: a grouping from `pack_rows` (default: computed here).
+    pad_values: fill value of per-token features outside any example
+      (default 0; e.g. -1 for `label_ids`, which marks "no label").
   """
   if "input_mask" not in features or "input_word_ids" not in features:
     raise ValueError("pack needs input_word_ids and input_mask")
@@ -107,7 +111,9 @@ def pack(features: Dict[str, np.ndarray], seq_length: int,
   stacked = [key for key in features
              if key not in token_keys and key not in listed and key != "input_mask"]
 
-  out = {key: np.zeros((n_rows, seq_length), features[key].dtype)
+  pad_values = dict(pad_values or {})
+  out = {key: np.full((n_rows, seq_length), pad_values.get(key, 0),
+                      features[key].dtype)
          for key in token_keys}
   out["input_mask"] = np.zeros((n_rows, seq_length), np.int32)
   out["input_positions"] = np.zeros((n_rows, seq_length), np.int32)
@@ -154,3 +160,84 @@ def packing_summary(lengths: Sequence[int], rows: List[List[int]],
           f"{100.0 * tokens / max(1, len(rows) * seq_length):.0f}% of the "
           f"positions are real tokens (unpacked: "
           f"{100.0 * tokens / max(1, len(lengths) * seq_length):.0f}%)")
+
+
+def batch_packer(element_spec: Mapping[str, tf.TensorSpec], seq_length: int,
+                 max_per_row: int = 8,
+                 pad_values: Optional[Mapping[str, int]] = None) -> Callable:
+  """A tf.data map function that packs each batch of one-example-per-row
+  features (all of the batch's examples, into as many rows of `seq_length`
+  as they need: the number of examples per step stays the batch size).
+  `element_spec` is the batched dataset's; per-token features must have
+  `seq_length` as their last dimension."""
+  keys = list(element_spec)
+  probe = {k: np.zeros([2] + [d or seq_length for d in spec.shape[1:]],
+                       spec.dtype.as_numpy_dtype)
+           for k, spec in element_spec.items()}
+  probe["input_mask"][:, 0] = 1
+  layout = pack(probe, seq_length, max_per_row, pad_values=pad_values)
+  out_keys = list(layout)
+  out_types = [tf.as_dtype(layout[k].dtype) for k in out_keys]
+  out_shapes = [[None] + list(layout[k].shape[1:]) for k in out_keys]
+
+  def pack_numpy(*arrays):
+    packed = pack(dict(zip(keys, arrays)), seq_length, max_per_row,
+                  pad_values=pad_values)
+    return [packed[k] for k in out_keys]
+
+  def pack_batch(features):
+    values = tf.numpy_function(pack_numpy, [features[k] for k in keys],
+                               out_types, stateful=False)
+    out = {}
+    for k, v, shape in zip(out_keys, values, out_shapes):
+      v.set_shape(shape)
+      out[k] = v
+    return out
+
+  return pack_batch
+
+
+def predict_packed(fn: Callable, features: Mapping[str, np.ndarray],
+                   batch_rows: int, seq_length: int, max_per_row: int = 8,
+                   sequence_outputs: Sequence[str] = (),
+                   pad_value: float = -1e4) -> Dict[str, np.ndarray]:
+  """`fn(batch)` (a dict of outputs) over all examples of `features`, packed.
+
+  Examples are packed into rows of `seq_length` and run `batch_rows` rows at
+  a time; outputs come back per example in the examples' order: per-example
+  outputs ([rows, k, ...]) by slot, those named in `sequence_outputs`
+  ([rows, seq, ...]) cut back out of the rows and padded to `seq_length`
+  with `pad_value`.
+  """
+  model_keys = [k for k in features
+                if k in ("input_word_ids", "input_mask", "input_type_ids")]
+  packed = pack({k: np.asarray(features[k]) for k in model_keys}, seq_length,
+                max_per_row)
+  inputs = ("input_word_ids", "input_mask", "input_type_ids",
+            "input_positions", "cls_positions")
+  index, slot_mask = packed["packed_example_index"], packed["packed_example_mask"]
+  n = len(features["input_mask"])
+  lengths = np.asarray(features["input_mask"]).astype(bool).sum(-1)
+  merged: Dict[str, np.ndarray] = {}
+  for start in range(0, len(index), batch_rows):
+    rows = slice(start, start + batch_rows)
+    out = fn({k: tf.constant(packed[k][rows]) for k in inputs if k in packed})
+    for key, value in out.items():
+      value = np.asarray(value)
+      if key in sequence_outputs:
+        if key not in merged:
+          merged[key] = np.full((n, seq_length) + value.shape[2:], pad_value,
+                                value.dtype)
+        for r, row in enumerate(range(start, start + len(value))):
+          for s in np.nonzero(slot_mask[row])[0]:
+            i = index[row, s]
+            offset = packed["cls_positions"][row, s]
+            merged[key][i, :lengths[i]] = value[r, offset:offset + lengths[i]]
+      else:
+        if key not in merged:
+          merged[key] = np.zeros((n,) + value.shape[2:], value.dtype)
+        taken = slot_mask[rows] > 0
+        merged[key][index[rows][taken]] = value[taken]
+  if not merged:
+    raise ValueError("predict_packed: no rows")
+  return merged

@@ -40,6 +40,7 @@ class ClassificationTask(FinetuningTask):
   """
 
   loss_names = ("loss",)
+  packable = True
   stat_names = ("loss", "accuracy")
 
   def __init__(self, glue_task: Optional[str] = None, data_dir: str = "",

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.data import length_buckets as lb
+from bert.data import packing
 from bert.data.tokenization import Tokenizer
 from bert.tasks.base import Task
 from bert.tasks.pretraining import resolve_bert_config
@@ -42,7 +43,18 @@ class FinetuningTask(Task):
       `default_length_buckets(seq_length)`; `[seq_length]` turns cutting off.
     group_by_length: training batches hold examples of one bucket (seeded,
       like the shuffle), so short examples are not padded to long ones.
+    pack: training batches and predictions in packed rows (tasks with
+      `packable = True`): each step's `global_batch_size` examples are packed
+      into as few rows of `seq_length` as they fill (`bert.data.packing`),
+      so a step sees the same examples and computes the same loss as without
+      packing, on fewer positions. Evaluation stays one example per row.
+    max_per_row: the most examples in one packed row.
   """
+
+  # Whether `pack=True` works: the model and loss handle packed rows.
+  packable = False
+  # Fill values of per-token features between packed examples.
+  pack_pad_values: Dict[str, int] = {}
 
   # Model outputs with a sequence axis at axis 1 (e.g. per-token logits).
   sequence_outputs: Sequence[str] = ()
@@ -54,8 +66,14 @@ class FinetuningTask(Task):
                num_train_epochs: float = 3.0, dropout_rate: float = 0.1,
                seed: int = 42,
                length_buckets: Optional[Sequence[int]] = None,
-               group_by_length: bool = True):
+               group_by_length: bool = True, pack: bool = False,
+               max_per_row: int = 8):
     name = type(self).__name__
+    if pack and not self.packable:
+      raise ValueError(f"{name}.pack=True: this task does not support packed "
+                       "rows (classification and token classification do)")
+    if max_per_row < 1:
+      raise ValueError(f"{name}.max_per_row must be >= 1, got {max_per_row}")
     self._init_weights = None
     if init_checkpoint:
       from bert import checkpoints  # pylint: disable=g-import-not-at-top
@@ -92,6 +110,8 @@ class FinetuningTask(Task):
     self.dropout_rate = dropout_rate
     self.seed = seed
     self.group_by_length = group_by_length
+    self.pack = pack
+    self.max_per_row = max_per_row
     self._cache: Dict[str, Dict[str, np.ndarray]] = {}
 
   @property
@@ -122,7 +142,8 @@ class FinetuningTask(Task):
       rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
       if not (input_context and input_context.input_pipeline_id):
         logging.info("%s training data: %s", type(self).__name__,
-                     lb.bucket_summary(data, self.length_buckets))
+                     self._packing_summary(data) if self.pack
+                     else lb.bucket_summary(data, self.length_buckets))
     else:   # in length order, as model_outputs runs predictions
       rows = lb.length_order(data).astype(np.int32)
       data = {k: v[rows] for k, v in data.items()}
@@ -137,6 +158,12 @@ class FinetuningTask(Task):
              if input_context else self._global_batch_size)
     ds = ds.shuffle(len(data["input_word_ids"]), seed=self.seed,
                     reshuffle_each_iteration=True).repeat()
+    if self.pack:
+      ds = ds.batch(batch, drop_remainder=True)
+      ds = ds.skip(start_step * (self._global_batch_size // batch) // pipelines)
+      return ds.map(packing.batch_packer(
+          ds.element_spec, self.seq_length, self.max_per_row,
+          self.pack_pad_values)).prefetch(tf.data.AUTOTUNE)
     if self.group_by_length and len(self.length_buckets) > 1:
       buckets = tf.constant(self.length_buckets, tf.int32)
       ds = ds.group_by_window(
@@ -162,7 +189,10 @@ class FinetuningTask(Task):
   def describe_batch(self, features) -> str:
     """The training examples of a batch, by file and line (or id)."""
     origins = self.row_origins("train")
-    rows = [int(r) for r in np.asarray(features["example_row"])]
+    rows = np.asarray(features["example_row"])
+    if "packed_example_mask" in features:   # [rows, k]: the filled slots
+      rows = rows[np.asarray(features["packed_example_mask"]) > 0]
+    rows = [int(r) for r in rows.reshape(-1)]
     shown = ", ".join(origins[r] for r in rows[:10])
     more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
     return f"{self.source_file('train')}: {shown}{more}"
@@ -180,16 +210,36 @@ class FinetuningTask(Task):
       model.encoder.set_weights(self._init_weights)
 
   def model_inputs(self, features):
+    # Packed rows also carry their position ids and example starts.
     return {k: features[k] for k in ("input_word_ids", "input_mask",
-                                     "input_type_ids")}
+                                     "input_type_ids", "input_positions",
+                                     "cls_positions") if k in features}
 
   def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
-    """The model's outputs on a whole split (inference in length order,
-    returned in row order), with `sequence_outputs` at full `seq_length`."""
+    """The model's outputs on a whole split (inference in length order, or
+    packed with `pack`; returned in row order), with `sequence_outputs` at
+    full `seq_length`."""
+    if self.pack:
+      return packing.predict_packed(
+          lambda batch: model(batch, training=False),
+          self.model_inputs(self.features(split)), self.eval_batch_size,
+          self.seq_length, self.max_per_row, self.sequence_outputs)
     return lb.predict_by_length(
         lambda batch: model(batch, training=False),
         self.model_inputs(self.features(split)), self.eval_batch_size,
         self.length_buckets, self.sequence_outputs)
+
+  def _packing_summary(self, data) -> str:
+    mask = np.asarray(data["input_mask"])
+    lengths = mask.astype(bool).sum(-1)
+    batch = self._global_batch_size
+    rows = [len(packing.pack_rows(lengths[i:i + batch], self.seq_length,
+                                  self.max_per_row))
+            for i in range(0, len(lengths) - batch + 1, batch)]
+    return (f"packed rows: {batch} examples per step in {np.mean(rows):.1f} "
+            f"rows of {self.seq_length} on average (file order); "
+            f"{lengths.mean() / self.seq_length:.0%} of an unpacked row is "
+            "real tokens")
 
   def logits(self, model, split: str) -> np.ndarray:
     return self.model_outputs(model, split)["logits"]

@@ -198,8 +198,11 @@ class PretrainingTask(Task):
         masker=self.masker if training else None)
 
   def model_inputs(self, features):
+    # Packed rows also carry their position ids and example starts.
     return {k: features[k] for k in ("input_word_ids", "input_mask",
-                                     "input_type_ids", "masked_lm_positions")}
+                                     "input_type_ids", "masked_lm_positions",
+                                     "input_positions", "cls_positions")
+            if k in features}
 
   def describe_batch(self, features):
     files = list_files(self.train_files)

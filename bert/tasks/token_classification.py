@@ -45,6 +45,8 @@ class TokenClassificationTask(FinetuningTask):
   """
 
   loss_names = ("loss",)
+  packable = True
+  pack_pad_values = {"label_ids": -1}
   stat_names = ("loss", "accuracy")
   sequence_outputs = ("logits",)
 

@@ -1,0 +1,93 @@
+"""`FinetuningTask(pack=True)`: each step packs its batch's examples into as
+few rows as they fill; training reaches the same weights as unpacked batches
+of the same examples, and packed predictions equal unpacked ones."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert.tasks import ClassificationTask
+from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
+from conftest import max_abs_diff, small_config
+from length_buckets_test import SEQ, ner_task, vocab
+
+NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+def classification_task(tmp_path, **kwargs):
+  rng = np.random.RandomState(0)
+  words = ["a", "good", "bad", "film", "very", "not", "plot", "actors"]
+  rows = ["text\tlabel"]
+  for i in range(80):
+    n = int(rng.randint(1, 40))
+    rows.append(" ".join(rng.choice(words, n)) + f"\t{'ab'[i % 2]}")
+  (tmp_path / "d.tsv").write_text("\n".join(rows) + "\n")
+  kwargs.setdefault("bert_config", small_config(
+      vocab_size=30522, max_position_embeddings=SEQ, **NO_DROPOUT))
+  return ClassificationTask(
+      vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
+      train_file=str(tmp_path / "d.tsv"), predict_file=str(tmp_path / "d.tsv"),
+      text_a_column="text", label_column="label", labels=["a", "b"],
+      global_batch_size=8, eval_batch_size=4, **kwargs)
+
+
+def test_packed_steps_hold_the_batch_examples(tmp_path):
+  task = classification_task(tmp_path, pack=True, max_per_row=4)
+  plain = classification_task(tmp_path, group_by_length=False)
+  n = len(task.features("train")["input_word_ids"])
+  packed_batches = list(task.build_inputs(None, training=True).take(n // 8))
+  plain_batches = list(plain.build_inputs(None, training=True).take(n // 8))
+  seen = []
+  for p, q in zip(packed_batches, plain_batches):
+    slots = p["packed_example_mask"].numpy() > 0
+    rows = p["example_row"].numpy()[slots]
+    assert sorted(rows) == sorted(q["example_row"].numpy())   # same examples
+    assert p["input_word_ids"].shape[1] == SEQ
+    assert len(p["input_word_ids"]) < 8                        # fewer rows
+    assert (slots.sum(1) <= 4).all()
+    seen.extend(rows)
+  assert sorted(seen) == list(range(n // 8 * 8))               # one epoch
+  resumed = next(iter(task.build_inputs(None, training=True, start_step=3)))
+  np.testing.assert_array_equal(resumed["input_word_ids"],
+                                packed_batches[3]["input_word_ids"])
+
+
+@pytest.mark.parametrize("make", ["classification", "ner"])
+def test_packed_training_and_predictions_equal_unpacked(tmp_path, make):
+  def build(**kwargs):
+    if make == "ner":
+      return ner_task(tmp_path, dropout_rate=0.0, bert_config=small_config(
+          vocab_size=30522, max_position_embeddings=SEQ, **NO_DROPOUT), **kwargs)
+    return classification_task(tmp_path, dropout_rate=0.0, **kwargs)
+
+  weights, logits = {}, {}
+  for pack in (False, True):
+    task = build(pack=pack, group_by_length=False)
+    model_dir = str(tmp_path / f"{make}{pack}")
+    run_experiment(task, model_dir, "train",
+                   RuntimeConfig(train_steps=4, steps_per_loop=4,
+                                 strategy="one_device"),
+                   OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
+                   log_fn=None)
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(model_dir))
+    weights[pack] = {n: reader.get_tensor(n) for n, _ in
+                     tf.train.list_variables(model_dir) if n.startswith("model/")}
+    model = task.build_model()
+    tf.train.Checkpoint(model=model).restore(
+        tf.train.latest_checkpoint(model_dir)).expect_partial()
+    logits[pack] = task.logits(model, "predict")
+  assert max(max_abs_diff(weights[False][k], weights[True][k])
+             for k in weights[False]) <= 1e-5
+  assert logits[False].shape == logits[True].shape
+  mask = np.ones(logits[False].shape[:-1], bool)
+  if make == "ner":   # per-token logits: compare the real tokens
+    mask = build().features("predict")["input_mask"] > 0
+  assert max_abs_diff(logits[False][mask], logits[True][mask]) <= 1e-4
+
+
+def test_tasks_without_packed_rows_refuse_pack(tmp_path):
+  from bert.tasks import MultipleChoiceTask
+  with pytest.raises(ValueError, match="MultipleChoiceTask.pack=True"):
+    MultipleChoiceTask(bert_config=small_config(vocab_size=30522),
+                       vocab_file=vocab(), do_lower_case=True, seq_length=64,
+                       pack=True)
