@@ -7,6 +7,9 @@ all-MiniLM-L6-v2 weights:
 length order, batches cut to a few fixed lengths); fine-tuning through this
 library's training loop (`bert.training.Trainer`) fed by
 `FinetuningTask.build_inputs` (length-grouped batches cut to their bucket).
+With `pack` in the spec: `bert.data.packing.predict_packed` (examples packed
+into rows of the full length, 32 rows per batch) and `FinetuningTask(pack=
+True)` (each step's 32 examples packed into as few rows as they fill).
 `hf`: `transformers` BertModel / BertForSequenceClassification in PyTorch,
 as its users run it: batches in file order (inference) or a seeded random
 order (training), each padded to its longest row.
@@ -43,14 +46,20 @@ def _ours(spec, model_dir):
   buckets = lb.default_length_buckets(seq)
   if spec["mode"] == "infer":
     from bert import checkpoints  # pylint: disable=g-import-not-at-top
+    from bert.data import packing  # pylint: disable=g-import-not-at-top
     encoder = checkpoints.load(model_dir).encoder
-    forward = tf.function(lambda x: encoder(x, training=False),
-                          jit_compile=spec.get("xla", False))
+    forward = tf.function(
+        lambda x: dict(pooled_output=encoder(x, training=False)["pooled_output"]),
+        jit_compile=spec.get("xla", False))
     real = int(inputs["input_mask"].sum())
+    name = "packed" if spec.get("pack") else "ours"
 
     def infer():
-      out = lb.predict_by_length(forward, inputs, BATCH, buckets)
-      np.save(spec["data"] + ".ours_pooled.npy", out["pooled_output"])
+      if spec.get("pack"):
+        out = packing.predict_packed(forward, inputs, BATCH, seq)
+      else:
+        out = lb.predict_by_length(forward, inputs, BATCH, buckets)
+      np.save(spec["data"] + f".{name}_pooled.npy", out["pooled_output"])
       return real
 
     return infer
@@ -62,12 +71,13 @@ def _ours_train(spec, model_dir, data, seq):
   from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
   from bert.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   from bert.tasks import FinetuningTask  # pylint: disable=g-import-not-at-top
-  from bert.tasks.base import softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.tasks.base import example_weights, softmax_stats  # pylint: disable=g-import-not-at-top
   from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
 
   class Rows(FinetuningTask):
     loss_names = ("loss",)
     stat_names = ("loss", "accuracy")
+    packable = True
 
     def encode(self, split):
       return data
@@ -76,12 +86,14 @@ def _ours_train(spec, model_dir, data, seq):
       return BertClassifier(BertEncoder(self.config), 2, dropout_rate=0.1)
 
     def loss_denominators(self, f):
-      return dict(loss=tf.cast(tf.shape(f["label"])[0], tf.float32))
+      return dict(loss=tf.reduce_sum(example_weights(f, f["label"])))
 
     def compute_stats(self, f, outputs):
-      return softmax_stats(outputs["logits"], f["label"])
+      return softmax_stats(outputs["logits"], f["label"],
+                           example_weights(f, f["label"]))
 
-  task = Rows(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH)
+  task = Rows(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH,
+              pack=bool(spec.get("pack")))
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     model = task.build_model()

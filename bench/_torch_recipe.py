@@ -65,37 +65,50 @@ def predict(model, tensors, batch_size=64, pad_value=-1e9):
   return {k: np.concatenate(v) for k, v in parts.items()}
 
 
+def optimizer(model, learning_rate, steps):
+  """The recipe's (AdamW, linear schedule with 10% warmup) for `steps` steps."""
+  decay = [p for name, p in model.named_parameters()
+           if not any(k in name for k in ("LayerNorm", "bias"))]
+  no_decay = [p for name, p in model.named_parameters()
+              if any(k in name for k in ("LayerNorm", "bias"))]
+  adamw = torch.optim.AdamW(
+      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
+      lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
+  return adamw, transformers.get_linear_schedule_with_warmup(
+      adamw, int(0.1 * steps), steps)
+
+
+def step(model, adamw, schedule, batch):
+  """One training step on `batch` (model inputs and labels, cut to its
+  longest row): forward, backward, clipping to 1.0, update. Returns the
+  loss."""
+  out = model(**trim(batch))
+  out.loss.backward()
+  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+  adamw.step()
+  schedule.step()
+  adamw.zero_grad()
+  return out.loss.item()
+
+
 def train(model, tensors, labels, epochs, batch_size, learning_rate, seed):
   """Fine-tunes `model` (in place) on rows of `tensors` (dict of model inputs)
   and `labels`; returns the number of steps."""
   n = len(labels)
   steps = int(math.ceil(n * epochs / batch_size))
-  decay = [p for name, p in model.named_parameters()
-           if not any(k in name for k in ("LayerNorm", "bias"))]
-  no_decay = [p for name, p in model.named_parameters()
-              if any(k in name for k in ("LayerNorm", "bias"))]
-  optimizer = torch.optim.AdamW(
-      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
-      lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
-  schedule = transformers.get_linear_schedule_with_warmup(
-      optimizer, int(0.1 * steps), steps)
+  adamw, schedule = optimizer(model, learning_rate, steps)
   generator = torch.Generator().manual_seed(seed)
   order = torch.cat([torch.randperm(n, generator=generator)
                      for _ in range(int(math.ceil(epochs)) + 1)])
   model.train()
   start = time.time()
-  for step in range(steps):
-    idx = order[step * batch_size:(step + 1) * batch_size]
-    batch = trim(dict({k: v[idx] for k, v in tensors.items()}, labels=labels[idx]))
-    out = model(**batch)
-    out.loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    schedule.step()
-    optimizer.zero_grad()
-    if (step + 1) % 50 == 0:
-      print(f"step {step + 1}/{steps} loss {out.loss.item():.4f} "
-            f"{(step + 1) * batch_size / (time.time() - start):.1f} ex/s",
+  for i in range(steps):
+    idx = order[i * batch_size:(i + 1) * batch_size]
+    loss = step(model, adamw, schedule,
+                dict({k: v[idx] for k, v in tensors.items()}, labels=labels[idx]))
+    if (i + 1) % 50 == 0:
+      print(f"step {i + 1}/{steps} loss {loss:.4f} "
+            f"{(i + 1) * batch_size / (time.time() - start):.1f} ex/s",
             flush=True)
   model.eval()
   return steps

@@ -71,6 +71,10 @@ def prepare(folder, squad_questions):
   return paths
 
 
+def _worker(workers, impl):
+  return workers["ours" if impl == "packed" else impl]
+
+
 def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   """Runs the benchmark; returns the markdown section."""
   folder = tempfile.mkdtemp(prefix="bench_real_")
@@ -79,20 +83,24 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   workers = {impl: Worker(f"real_{impl}", [sys.executable, "-m", "bench._real_worker",
                                            impl, model])
              for impl in ("ours", "hf")}
+  # "packed" runs in the "ours" worker with packing switched on.
   jobs = [(name, mode, impl) for name in DATASETS for mode in ("infer", "train")
-          for impl in ("ours", "hf")]
+          for impl in ("ours", "packed", "hf")]
   rates = {}
   started = time.time()
   try:
     for name, mode, impl in jobs:
-      spec = dict(data=sets[name][0], mode=mode, steps=train_steps, warmup=1)
-      seconds = workers[impl].call(cmd="build", key=f"{name}/{mode}", spec=spec)
+      spec = dict(data=sets[name][0], mode=mode, steps=train_steps, warmup=1,
+                  pack=impl == "packed")
+      seconds = _worker(workers, impl).call(
+          cmd="build", key=f"{name}/{mode}/{impl}", spec=spec)
       log(f"built {name}/{mode}/{impl} in {seconds:.1f} s")
     for r in range(repeats):
-      for j in range(0, len(jobs), 2):
-        pair = jobs[j:j + 2] if r % 2 == 0 else jobs[j:j + 2][::-1]
-        for name, mode, impl in pair:
-          reply = workers[impl].call_full(cmd="time", key=f"{name}/{mode}", iters=1)
+      for j in range(0, len(jobs), 3):
+        group = jobs[j:j + 3] if r % 2 == 0 else jobs[j:j + 3][::-1]
+        for name, mode, impl in group:
+          reply = _worker(workers, impl).call_full(
+              cmd="time", key=f"{name}/{mode}/{impl}", iters=1)
           rates.setdefault((name, mode, impl), []).append(
               reply["work"] / reply["seconds"])
       log(f"round {r + 1}/{repeats} done ({time.time() - started:.0f} s)")
@@ -103,25 +111,33 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
       "## Real lengths: real (non-padding) tokens/s, all-MiniLM-L6-v2 (`python -m "
       "bench.real_lengths`)", "",
       f"Ours: length buckets (inference in length order, training batches grouped "
-      f"by length, each cut to its bucket). Hugging Face PyTorch: file order "
+      f"by length, each cut to its bucket); ours packed: examples packed into "
+      f"rows of the full length (inference: 32 rows per batch; training: each "
+      f"step's 32 examples in as few rows as they fill). Hugging Face PyTorch: file order "
       f"(inference) or random batches (training), each padded to its longest row. "
       f"Batch 32; training blocks of {train_steps} steps (forward, backward, AdamW). "
       f"Median of {repeats} interleaved rounds (spread: slowest - fastest).", "",
-      "| data (rows, seq, mean real length) | mode | ours tokens/s | HF PyTorch "
-      "tokens/s | ours / HF | max abs diff of pooled outputs |",
-      "| --- | --- | --- | --- | --- | --- |"]
+      "| data (rows, seq, mean real length) | mode | ours (buckets) tokens/s | "
+      "ours packed tokens/s | HF PyTorch tokens/s | buckets / HF | packed / HF | "
+      "max abs diff of pooled outputs vs HF (buckets, packed) |",
+      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
   for name in DATASETS:
     path, rows, seq, mean = sets[name]
-    diff = float(np.abs(np.load(path + ".ours_pooled.npy")
-                        - np.load(path + ".hf_pooled.npy")).max())
+    hf_pooled = np.load(path + ".hf_pooled.npy")
+    diffs = ", ".join(
+        f"{float(np.abs(np.load(f'{path}.{impl}_pooled.npy') - hf_pooled).max()):.1e}"
+        for impl in ("ours", "packed"))
     for mode in ("infer", "train"):
-      ours, hf = rates[(name, mode, "ours")], rates[(name, mode, "hf")]
+      cell = lambda v: (f"{statistics.median(v):,.0f} "
+                        f"({min(v):,.0f}-{max(v):,.0f})")
+      ours, packed, hf = (rates[(name, mode, impl)]
+                          for impl in ("ours", "packed", "hf"))
       lines.append(
-          f"| {name} ({rows}, {seq}, {mean:.0f}) | {mode} | "
-          f"{statistics.median(ours):,.0f} ({min(ours):,.0f}-{max(ours):,.0f}) | "
-          f"{statistics.median(hf):,.0f} ({min(hf):,.0f}-{max(hf):,.0f}) | "
+          f"| {name} ({rows}, {seq}, {mean:.0f}) | {mode} | {cell(ours)} | "
+          f"{cell(packed)} | {cell(hf)} | "
           f"{statistics.median(ours) / statistics.median(hf):.2f}x | "
-          f"{f'{diff:.1e}' if mode == 'infer' else '-'} |")
+          f"{statistics.median(packed) / statistics.median(hf):.2f}x | "
+          f"{diffs if mode == 'infer' else '-'} |")
   return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,5 @@
 """`BertClassifier`: an encoder and a classification/regression head."""
 
-import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead

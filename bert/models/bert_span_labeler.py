@@ -1,6 +1,5 @@
 """`BertSpanLabeler`: an encoder and start/end logits for extractive QA."""
 
-import tensorflow as tf
 import tf_keras
 
 from bert.layers.span_head import SpanHead

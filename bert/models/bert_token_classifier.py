@@ -1,6 +1,5 @@
 """`BertTokenClassifier`: an encoder and a per-token classification head."""
 
-import tensorflow as tf
 import tf_keras
 
 from bert.layers._util import initializer
