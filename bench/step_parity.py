@@ -30,10 +30,11 @@ from bert.training.trainer import Trainer
 
 
 def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
-            learning_rate=5e-5, train_file="wnut17train.conll"):
+            learning_rate=5e-5, train_file="wnut17train.conll", state=None):
   """Runs `steps` steps of WNUT-17 token classification on both sides;
   yields per step (loss_ours, loss_hf, lr_ours, lr_hf, classifier kernel
-  and word-embedding max abs difference / max abs value) after the step."""
+  and word-embedding max abs difference / max abs value) after the step.
+  `state` (a dict), if given, receives the task and both models."""
   torch.set_num_threads(2)
   runtime = run_lib.RuntimeConfig(strategy="one_device")
   strategy = run_lib._setup(runtime)   # pylint: disable=protected-access
@@ -63,7 +64,12 @@ def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
   hf.train()
 
   f = task.features("train")
-  order = np.random.RandomState(0).permutation(len(f["input_word_ids"]))
+  rng = np.random.RandomState(0)
+  n = len(f["input_word_ids"])
+  order = np.concatenate([rng.permutation(n)
+                          for _ in range(steps * batch_size // n + 1)])
+  if state is not None:
+    state.update(task=task, model=model, hf=hf)
   keys = ("input_word_ids", "input_mask", "input_type_ids", "label_ids")
   word_embeddings = [v for v in model.trainable_variables
                      if "word_embeddings" in v.name][0]
