@@ -6,7 +6,7 @@ from typing import Callable, Dict, Sequence
 import tensorflow as tf
 import tf_keras
 
-from bert.networks.encoder_scaffold import PACKED_KEYS
+from bert.networks.encoder_scaffold import PACKED_KEYS, PackedInputsModel
 
 ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -47,7 +47,7 @@ class EncoderModel(tf_keras.Model):
     return cls(encoder, **config)
 
 
-class EncoderHeadModel(EncoderModel):
+class EncoderHeadModel(EncoderModel, PackedInputsModel):
   """A functional model of an encoder and a task head.
 
   Subclasses create their head layers, then call
@@ -80,13 +80,3 @@ class EncoderHeadModel(EncoderModel):
       return self._heads(self.encoder(encoder_inputs, training=training),
                          inputs, training)
     return super().call(inputs, training=training, mask=mask)
-
-  # Keras checks call inputs against the functional inputs; packed batches
-  # carry other keys, so `call` and the encoder do the checking.
-  @property
-  def input_spec(self):
-    return None
-
-  @input_spec.setter
-  def input_spec(self, value):
-    del value

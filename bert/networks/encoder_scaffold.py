@@ -25,8 +25,22 @@ def _registered_name(cls):
   return tf_keras.utils.get_registered_name(cls)
 
 
+class PackedInputsModel(tf_keras.Model):
+  """A functional model whose `call` also takes packed batches, which carry
+  keys outside the functional inputs: Keras' input-spec check against those
+  inputs is off, and `call` does the checking itself."""
+
+  @property
+  def input_spec(self):
+    return None
+
+  @input_spec.setter
+  def input_spec(self, value):
+    del value
+
+
 @tf_keras.utils.register_keras_serializable(package="bert")
-class EncoderScaffold(tf_keras.Model):
+class EncoderScaffold(PackedInputsModel):
   """A transformer encoder with pluggable embedding and block classes.
 
   A tf_keras functional model:
@@ -106,16 +120,6 @@ class EncoderScaffold(tf_keras.Model):
                        f"{list(_INPUT_KEYS)} (or the packed keys "
                        f"{list(PACKED_KEYS)} in place of input_mask); got {got}")
     return super().call(inputs, training=training, mask=mask)
-
-  # Keras checks call inputs against the functional inputs; the packed path
-  # takes other keys, so `call` does the checking itself.
-  @property
-  def input_spec(self):
-    return None
-
-  @input_spec.setter
-  def input_spec(self, value):
-    del value
 
   # --------------------------------------------------------------- access
   @property
