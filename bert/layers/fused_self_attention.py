@@ -26,6 +26,13 @@ class FusedSelfAttention(tf_keras.layers.Layer):
   [batch, seq(query), seq(key)] (e.g. [batch, 1, seq]) or None.
   Output: [batch, seq, hidden], and the attention probabilities
   [batch, heads, seq, seq] with `return_attention_probs=True`.
+
+  `query_positions` int [batch, k] restricts the queries to those rows of x
+  (keys and values still come from every row): the output is then
+  [batch, k, hidden], equal to those rows of the full output, and
+  attention_mask must broadcast to [batch, k, seq]. A last layer whose only
+  consumer is the [CLS] vector needs nothing else, so it skips the query,
+  output and feed-forward work of every other token.
   """
 
   def __init__(self,
@@ -56,15 +63,33 @@ class FusedSelfAttention(tf_keras.layers.Layer):
     build_sublayer(self.output_dense, [None, None, hidden])
     super().build(input_shape)
 
+  def _split_heads(self, x, parts):
+    """[batch, seq, parts * hidden] -> [parts, batch, heads, seq, head_size]."""
+    shape = tf.shape(x)
+    x = tf.reshape(x, [shape[0], shape[1], parts, self.num_heads,
+                       self.head_size])
+    return tf.transpose(x, [2, 0, 3, 1, 4])
+
+  def _queried_qkv(self, x, query_positions):
+    """Query from the rows at `query_positions` only, key and value from
+    every row: two matmuls on column slices of the fused kernel."""
+    kernel = tf.cast(self.qkv.kernel, self.compute_dtype)
+    bias = tf.cast(self.qkv.bias, self.compute_dtype)
+    h = self.hidden_size
+    rows = tf.gather(x, query_positions, batch_dims=1)        # [batch, k, hidden]
+    query = tf.matmul(rows, kernel[:, :h]) + bias[:h]          # [batch, k, hidden]
+    kv = tf.matmul(x, kernel[:, h:]) + bias[h:]                # [batch, seq, 2 hidden]
+    key_value = self._split_heads(kv, 2)
+    return self._split_heads(query, 1)[0], key_value[0], key_value[1]
+
   def call(self, x, attention_mask=None, training=None,
-           return_attention_probs=False):
-    batch = tf.shape(x)[0]
-    seq = tf.shape(x)[1]
-    # [batch, seq, 3 * hidden] -> [3, batch, heads, seq, head_size]
-    qkv = self.qkv(x)
-    qkv = tf.reshape(qkv, [batch, seq, 3, self.num_heads, self.head_size])
-    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])
-    query, key, value = qkv[0], qkv[1], qkv[2]
+           return_attention_probs=False, query_positions=None):
+    if query_positions is None:
+      # [batch, seq, 3 * hidden] -> [3, batch, heads, seq, head_size]
+      qkv = self._split_heads(self.qkv(x), 3)
+      query, key, value = qkv[0], qkv[1], qkv[2]
+    else:
+      query, key, value = self._queried_qkv(x, query_positions)
     # Scaling the query ([.., seq, head_size]) is cheaper than scaling the
     # logits ([.., seq, seq]).
     query = query * tf.cast(1.0 / math.sqrt(self.head_size), query.dtype)
@@ -78,10 +103,11 @@ class FusedSelfAttention(tf_keras.layers.Layer):
       logits += (1.0 - mask) * large_negative(tf.float32)
     probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
     dropped = self.attention_dropout(probs, training=training)
-    # [batch, heads, seq, head_size] -> [batch, seq, hidden]
+    # [batch, heads, seq(query), head_size] -> [batch, seq(query), hidden]
     context = tf.matmul(dropped, value)
     context = tf.transpose(context, [0, 2, 1, 3])
-    context = tf.reshape(context, [batch, seq, self.hidden_size])
+    shape = tf.shape(context)
+    context = tf.reshape(context, [shape[0], shape[1], self.hidden_size])
     output = self.output_dense(context)
     if return_attention_probs:
       return output, probs

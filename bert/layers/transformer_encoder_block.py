@@ -23,7 +23,10 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
   Inputs: x [batch, seq, hidden], attention_mask 0/1 broadcastable to
   [batch, seq, seq] (see `SelfAttentionMask`). Output: [batch, seq, hidden],
   plus attention probabilities [batch, heads, seq, seq] when
-  `return_attention_probs=True`. LayerNorms compute in float32 under mixed
+  `return_attention_probs=True`. With `output_positions` int [batch, k] only
+  those rows are computed (every row still serves as key and value), and the
+  output is [batch, k, hidden]: what a last layer needs when only the [CLS]
+  vector is used (sentence classification), about a sixth of the work. LayerNorms compute in float32 under mixed
   precision; the residual stream stays in the compute dtype.
   """
 
@@ -77,13 +80,22 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     return tf.cast(layer_norm(x), self.compute_dtype)
 
   def call(self, x, attention_mask=None, training=None,
-           return_attention_probs=False):
+           return_attention_probs=False, output_positions=None):
     # --- self-attention sub-layer
     attention_input = (self._norm(self.attention_layer_norm, x)
                        if self.norm_first else x)
+    if output_positions is not None:
+      if attention_mask is not None:
+        attention_mask = tf.convert_to_tensor(attention_mask)
+        if attention_mask.shape[1] != 1:
+          # A per-query mask [batch, seq, seq]: keep the rows of the outputs.
+          attention_mask = tf.gather(attention_mask, output_positions,
+                                     batch_dims=1)
+      x = tf.gather(x, output_positions, batch_dims=1)      # [batch, k, hidden]
     attention_output = self.attention(
         attention_input, attention_mask=attention_mask, training=training,
-        return_attention_probs=return_attention_probs)
+        return_attention_probs=return_attention_probs,
+        query_positions=output_positions)
     if return_attention_probs:
       attention_output, probs = attention_output
     attention_output = self.hidden_dropout(attention_output, training=training)

@@ -57,10 +57,14 @@ class EncoderHeadModel(EncoderModel, PackedInputsModel):
   builds the functional graph and also serves packed batches (inputs with
   `input_positions` / `cls_positions`, see `bert.data.packing`), which run
   the same layers outside the fixed functional signature.
+
+  `pooled_only=True` says the heads read `pooled_output` alone; calls then
+  go through the encoder's `pooled` (when it has one), whose last block
+  computes the [CLS] rows only. Same values, less work.
   """
 
   def __init__(self, encoder, heads: Heads, extra_inputs: Sequence[str] = (),
-               **kwargs):
+               pooled_only: bool = False, **kwargs):
     inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
               for k in ENCODER_KEYS + tuple(extra_inputs)}
     outputs = heads(encoder({k: inputs[k] for k in ENCODER_KEYS}), inputs, None)
@@ -68,15 +72,21 @@ class EncoderHeadModel(EncoderModel, PackedInputsModel):
     self.encoder = encoder
     self._heads = heads
     self._extra_inputs = tuple(extra_inputs)
+    self._pooled = (getattr(encoder, "pooled", None) if pooled_only else None)
 
   def call(self, inputs, training=None, mask=None):
-    if isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS):
+    packed = isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS)
+    if packed:
       missing = [k for k in ("input_word_ids",) + self._extra_inputs
                  if k not in inputs]
       if missing:
         raise ValueError(f"{self.name}: packed inputs lack {missing}")
-      encoder_inputs = {k: v for k, v in inputs.items()
-                        if k in ENCODER_KEYS + PACKED_KEYS}
-      return self._heads(self.encoder(encoder_inputs, training=training),
-                         inputs, training)
-    return super().call(inputs, training=training, mask=mask)
+    if not packed and (self._pooled is None or not isinstance(inputs, dict)
+                       or any(k not in inputs for k in ENCODER_KEYS)):
+      # The functional graph (which also reports malformed inputs).
+      return super().call(inputs, training=training, mask=mask)
+    encoder_inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()
+                      if k in ENCODER_KEYS + PACKED_KEYS}
+    encode = self._pooled or self.encoder
+    return self._heads(encode(encoder_inputs, training=training), inputs,
+                       training)

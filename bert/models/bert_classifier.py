@@ -16,7 +16,8 @@ class BertClassifier(EncoderHeadModel):
   (num_classes = 1 for regression: the predicted value), as google-research
   `run_classifier.create_model`: dropout + dense on the pooled [CLS] vector.
   Packed rows (with `cls_positions` [batch, k]): logits [batch, k, classes],
-  one per packed example.
+  one per packed example. The encoder's last block computes the [CLS] rows
+  only (`EncoderScaffold.pooled`).
   """
 
   _head_config = ("num_classes", "dropout_rate")
@@ -35,7 +36,7 @@ class BertClassifier(EncoderHeadModel):
                                      training))
 
     kwargs.setdefault("name", "bert_classifier")
-    super().__init__(encoder, heads, **kwargs)
+    super().__init__(encoder, heads, pooled_only=True, **kwargs)
     self.head = head
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate

@@ -1,5 +1,6 @@
 """`EncoderScaffold`: an embedding network, N transformer blocks and a pooler."""
 
+import inspect
 from typing import Any, Dict, Optional, Union
 
 import tensorflow as tf
@@ -62,6 +63,11 @@ class EncoderScaffold(PackedInputsModel):
   (each example's first token), `pooled_output` is per example:
   [batch, k, hidden].
 
+  `pooled(inputs)` returns only `pooled_output`, the same values, computing
+  the last block for the pooled tokens alone (see
+  `TransformerEncoderBlock`'s `output_positions`); sentence-level models
+  (classification, multiple choice) call it.
+
   Args:
     embedding_cls: layer class (or registered name) called as
       `embedding(input_word_ids, input_type_ids, input_positions, training)`
@@ -111,15 +117,30 @@ class EncoderScaffold(PackedInputsModel):
 
   # ------------------------------------------------------------------ call
   def call(self, inputs, training=None, mask=None):
-    if isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS):
+    if self._check_inputs(inputs):
       return _encode(self._layers_bundle, inputs, training,
                      self._scaffold_config["return_attention_probs"])
+    return super().call(inputs, training=training, mask=mask)
+
+  def pooled(self, inputs, training=None):
+    """{"pooled_output": [batch, hidden] (or [batch, k, hidden] for packed
+    rows)}, as `self(inputs)` gives it, with the last block run for the
+    pooled tokens only."""
+    self._check_inputs(inputs)
+    return _encode(self._layers_bundle, inputs, training, False,
+                   pooled_only=True)
+
+  def _check_inputs(self, inputs) -> bool:
+    """Raises unless `inputs` is a dict of the encoder's inputs; True for
+    packed inputs."""
+    if isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS):
+      return True
     if not isinstance(inputs, dict) or any(k not in inputs for k in _INPUT_KEYS):
       got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
       raise ValueError(f"{self.name} expects a dict with keys "
                        f"{list(_INPUT_KEYS)} (or the packed keys "
                        f"{list(PACKED_KEYS)} in place of input_mask); got {got}")
-    return super().call(inputs, training=training, mask=mask)
+    return False
 
   # --------------------------------------------------------------- access
   @property
@@ -177,8 +198,15 @@ class _LazyPooler:
     return self.dense(first_token)
 
 
-def _encode(layers: _Layers, inputs, training, return_attention_probs):
-  """The forward pass: embeddings -> blocks -> pooler."""
+def _takes_output_positions(block) -> bool:
+  return "output_positions" in inspect.signature(block.call).parameters
+
+
+def _encode(layers: _Layers, inputs, training, return_attention_probs,
+            pooled_only=False):
+  """The forward pass: embeddings -> blocks -> pooler. `pooled_only`: just
+  {"pooled_output"}, with the last block computing the pooled rows alone
+  (when its class supports `output_positions`)."""
   if not isinstance(inputs, dict) or "input_word_ids" not in inputs:
     raise ValueError("encoder inputs must be a dict with at least "
                      "'input_word_ids'; got "
@@ -190,8 +218,21 @@ def _encode(layers: _Layers, inputs, training, return_attention_probs):
   x = layers.embedding(word_ids, input_type_ids=inputs.get("input_type_ids"),
                        input_positions=inputs.get("input_positions"),
                        training=training)
+  packed_cls = inputs.get("cls_positions")
+  blocks = list(layers.blocks)
+  if pooled_only and _takes_output_positions(blocks[-1]):
+    # [batch, k]: every example's first token (k = 1 unless packed).
+    positions = (packed_cls if packed_cls is not None
+                 else tf.zeros([tf.shape(word_ids)[0], 1], tf.int32))
+    for block in blocks[:-1]:
+      x = block(x, attention_mask=mask, training=training)
+    first = blocks[-1](x, attention_mask=mask, training=training,
+                       output_positions=positions)          # [batch, k, hidden]
+    if packed_cls is None:
+      first = first[:, 0, :]
+    return dict(pooled_output=layers.pooler(first))
   encoder_outputs, attention_probs = [], []
-  for block in layers.blocks:
+  for block in blocks:
     if return_attention_probs:
       x, probs = block(x, attention_mask=mask, training=training,
                        return_attention_probs=True)
@@ -199,11 +240,13 @@ def _encode(layers: _Layers, inputs, training, return_attention_probs):
     else:
       x = block(x, attention_mask=mask, training=training)
     encoder_outputs.append(x)
-  if "cls_positions" in inputs:
+  if packed_cls is not None:
     # Every packed example's first token: [batch, k, hidden].
-    first = tf.gather(x, inputs["cls_positions"], batch_dims=1)
+    first = tf.gather(x, packed_cls, batch_dims=1)
   else:
     first = x[:, 0, :]                                    # [batch, hidden]
+  if pooled_only:
+    return dict(pooled_output=layers.pooler(first))
   pooled_output = layers.pooler(first)
   outputs = dict(sequence_output=x, pooled_output=pooled_output,
                  encoder_outputs=encoder_outputs)

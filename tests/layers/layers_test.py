@@ -122,6 +122,28 @@ def test_block_matches_numpy(norm_first):
   assert max_abs_diff(block(x, attention_mask=mask), np_block(x, block, mask)) < 1e-5
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_block_output_positions_are_those_rows_of_the_full_output(norm_first):
+  block = layers.TransformerEncoderBlock(
+      num_attention_heads=4, intermediate_size=32, norm_first=norm_first,
+      hidden_dropout_rate=0.0, attention_dropout_rate=0.0)
+  x = np.random.RandomState(4).randn(2, 7, 16).astype(np.float32)
+  block(x)
+  randomise(block, seed=5)
+  positions = np.array([[0, 3, 6], [0, 2, 2]], np.int32)
+  rows = lambda full: np.take_along_axis(np.asarray(full), positions[..., None], 1)
+  # A key mask [batch, 1, seq] and a per-query mask [batch, seq, seq].
+  key_mask = padding_mask(2, 7, [7, 4])
+  query_mask = np.tril(np.ones((7, 7), np.float32))[None].repeat(2, 0)
+  for mask in (key_mask, query_mask):
+    full = np_block(x, block, mask)
+    out = block(x, attention_mask=mask, output_positions=positions)
+    assert out.shape == (2, 3, 16)
+    assert max_abs_diff(out, rows(full)) < 1e-5
+  # The rows really come from the positions asked for.
+  assert max_abs_diff(out[:, 1], full[:, 1]) > 1e-3
+
+
 def test_embedding_matches_numpy_and_positions():
   emb = layers.BertEmbedding(vocab_size=20, hidden_size=8,
                              max_position_embeddings=10, dropout_rate=0.0)

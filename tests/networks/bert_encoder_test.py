@@ -163,6 +163,36 @@ def test_packed_inputs_equal_separate_examples():
   assert max_abs_diff(out[:, 6:], out_b) <= 1e-5
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_pooled_equals_full_pass_values_and_gradients(norm_first):
+  """`pooled` runs the last block for the [CLS] rows only: same pooled
+  output and same gradients as the full pass, plain and packed."""
+  tf_keras.utils.set_random_seed(7)
+  encoder = BertEncoder(small_config(num_hidden_layers=3, norm_first=norm_first))
+  plain = random_inputs(3, 12, seed=3)
+  packed = dict(input_word_ids=plain["input_word_ids"],
+                input_type_ids=plain["input_type_ids"],
+                input_positions=tf.constant([[0, 1, 2, 3, 0, 1, 2, 3, 4, 0, 1, 2]] * 3),
+                input_mask=tf.constant([[1] * 4 + [2] * 5 + [3] * 3] * 3),
+                cls_positions=tf.constant([[0, 4, 9]] * 3))
+  weights = tf.random.stateless_normal([64], [1, 2])
+  for inputs in (plain, packed):
+    values = []
+    for run in (lambda x: encoder(x)["pooled_output"],
+                lambda x: encoder.pooled(x)["pooled_output"]):
+      with tf.GradientTape() as tape:
+        pooled = run(inputs)
+        loss = tf.reduce_sum(tf.tanh(pooled * weights))
+      grads = tape.gradient(loss, encoder.trainable_variables)
+      values.append([pooled] + [tf.convert_to_tensor(g) for g in grads])
+    assert values[0][0].shape == values[1][0].shape
+    for full, fast in zip(*values):
+      # fp32 sums in another order: 1e-5 relative to the largest value.
+      scale = max(1.0, float(np.abs(full).max()))
+      assert max_abs_diff(full, fast) <= 1e-5 * scale
+  assert set(encoder.pooled(plain)) == {"pooled_output"}
+
+
 def test_too_long_and_missing_inputs_are_clear_errors():
   encoder = BertEncoder(small_config(max_position_embeddings=16))
   with pytest.raises((ValueError, tf.errors.InvalidArgumentError),
