@@ -10,6 +10,11 @@ library's training loop (`bert.training.Trainer`) fed by
 With `pack` in the spec: `bert.data.packing.predict_packed` (examples packed
 into rows of the full length, 32 rows per batch) and `FinetuningTask(pack=
 True)` (each step's 32 examples packed into as few rows as they fill).
+SST-2 and MRPC (`pooled_only` in the spec) run as sentence classification:
+our classifier computes the last layer for the [CLS] rows only
+(`EncoderScaffold.pooled`); SQuAD rows run the whole encoder: inference
+outputs every token, and training puts a loss on every real token (a token
+classifier, the cost of span training).
 `hf`: `transformers` BertModel / BertForSequenceClassification in PyTorch,
 as its users run it: batches in file order (inference) or a seeded random
 order (training), each padded to its longest row.
@@ -36,6 +41,7 @@ def _load(path):
 
 
 def _ours(spec, model_dir):
+  import bert  # pylint: disable=g-import-not-at-top,unused-import  # before TF: its oneDNN default
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(P.THREADS)
@@ -48,8 +54,12 @@ def _ours(spec, model_dir):
     from bert import checkpoints  # pylint: disable=g-import-not-at-top
     from bert.data import packing  # pylint: disable=g-import-not-at-top
     encoder = checkpoints.load(model_dir).encoder
+    # Sentence classification (sst2, mrpc) needs the pooled vector only, and
+    # our classifier computes it with `encoder.pooled`; SQuAD needs every
+    # token's output, so there the whole encoder runs.
+    encode = encoder.pooled if spec.get("pooled_only") else encoder
     forward = tf.function(
-        lambda x: dict(pooled_output=encoder(x, training=False)["pooled_output"]),
+        lambda x: dict(pooled_output=encode(x, training=False)["pooled_output"]),
         jit_compile=spec.get("xla", False))
     real = int(inputs["input_mask"].sum())
     name = "packed" if spec.get("pack") else "ours"
@@ -68,13 +78,14 @@ def _ours(spec, model_dir):
 
 def _ours_train(spec, model_dir, data, seq):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier, BertTokenClassifier  # pylint: disable=g-import-not-at-top
   from bert.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   from bert.tasks import FinetuningTask  # pylint: disable=g-import-not-at-top
   from bert.tasks.base import example_weights, softmax_stats  # pylint: disable=g-import-not-at-top
   from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
 
   class Rows(FinetuningTask):
+    """Sentence classification on `label` (pooled output only)."""
     loss_names = ("loss",)
     stat_names = ("loss", "accuracy")
     packable = True
@@ -92,7 +103,25 @@ def _ours_train(spec, model_dir, data, seq):
       return softmax_stats(outputs["logits"], f["label"],
                            example_weights(f, f["label"]))
 
-  task = Rows(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH,
+  class Tokens(Rows):
+    """A loss on every real token (`label_ids`, -1 on padding), so the whole
+    encoder runs as in SQuAD span training."""
+    pack_pad_values = {"label_ids": -1}
+
+    def encode(self, split):
+      return dict(data, label_ids=np.where(data["input_mask"] > 0, 0, -1).astype(np.int32))
+
+    def build_model(self):
+      return BertTokenClassifier(BertEncoder(self.config), 2, dropout_rate=0.1)
+
+    def loss_denominators(self, f):
+      return dict(loss=tf.reduce_sum(tf.cast(f["label_ids"] >= 0, tf.float32)))
+
+    def compute_stats(self, f, outputs):
+      return softmax_stats(outputs["logits"], tf.maximum(f["label_ids"], 0),
+                           tf.cast(f["label_ids"] >= 0, tf.float32))
+
+  task = (Rows if spec.get("pooled_only") else Tokens)(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH,
               pack=bool(spec.get("pack")))
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
@@ -137,11 +166,15 @@ def _hf(spec, model_dir):
       return real
 
     return infer
-  model = transformers.BertForSequenceClassification.from_pretrained(
-      model_dir, num_labels=2).train()
+  token_level = not spec.get("pooled_only")
+  model = (transformers.BertForTokenClassification if token_level
+           else transformers.BertForSequenceClassification).from_pretrained(
+               model_dir, num_labels=2).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=5e-5, eps=1e-6,
                                 weight_decay=0.01)
   labels = torch.tensor(data["label"], dtype=torch.long)
+  if token_level:   # the loss on every real token, as in `Tokens`
+    labels = torch.where(x["attention_mask"] > 0, 0, -100)
   generator = torch.Generator().manual_seed(0)
   per_step = BATCH * float(data["input_mask"].sum(1).mean())
 

@@ -91,7 +91,7 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   try:
     for name, mode, impl in jobs:
       spec = dict(data=sets[name][0], mode=mode, steps=train_steps, warmup=1,
-                  pack=impl == "packed")
+                  pack=impl == "packed", pooled_only=name != "squad")
       seconds = _worker(workers, impl).call(
           cmd="build", key=f"{name}/{mode}/{impl}", spec=spec)
       log(f"built {name}/{mode}/{impl} in {seconds:.1f} s")
@@ -115,6 +115,10 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
       f"rows of the full length (inference: 32 rows per batch; training: each "
       f"step's 32 examples in as few rows as they fill). Hugging Face PyTorch: file order "
       f"(inference) or random batches (training), each padded to its longest row. "
+      f"SST-2 and MRPC run as sentence classification (ours computes the last "
+      f"layer for the [CLS] rows only; HF BertForSequenceClassification), SQuAD "
+      f"as a per-token task (every token's output; training with a loss on "
+      f"every real token, BertForTokenClassification on the HF side). "
       f"Batch 32; training blocks of {train_steps} steps (forward, backward, AdamW). "
       f"Median of {repeats} interleaved rounds (spread: slowest - fastest).", "",
       "| data (rows, seq, mean real length) | mode | ours (buckets) tokens/s | "

@@ -33,12 +33,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 KERAS_HUB_VENV = os.path.join(HERE, ".venv_keras_hub")
 
-# name -> (worker, spec overrides)
+# name -> (worker, spec overrides). Workers named "...+onednn" run with
+# TF_ENABLE_ONEDNN_OPTS=1, the others with 0 (TensorFlow's default depends on
+# the CPU: on for recent Intel, off for AMD), so the table says which ran.
 IMPLS = {
     "ours": ("tf_ours", dict(xla=False)),
     "ours+XLA": ("tf_ours", dict(xla=True)),
+    "ours+oneDNN": ("tf_ours+onednn", dict(xla=False)),
+    "ours+XLA+oneDNN": ("tf_ours+onednn", dict(xla=True)),
     "Model Garden": ("tf_model_garden", dict(xla=False)),
     "Model Garden+XLA": ("tf_model_garden", dict(xla=True)),
+    "Model Garden+oneDNN": ("tf_model_garden+onednn", dict(xla=False)),
+    "Model Garden+XLA+oneDNN": ("tf_model_garden+onednn", dict(xla=True)),
     "HF PyTorch": ("torch", {}),
     "KerasHub+XLA": ("keras_hub", {}),
 }
@@ -108,8 +114,12 @@ def start_workers(names):
   }
   workers = {}
   for name in names:
-    cmd = argv.get(name) or [keras_hub_python(), "-m", "bench._keras_hub_worker"]
-    workers[name] = Worker(name, cmd)
+    base, _, option = name.partition("+")
+    cmd = argv.get(base) or [keras_hub_python(), "-m", "bench._keras_hub_worker"]
+    env = None
+    if base.startswith("tf_"):
+      env = dict(TF_ENABLE_ONEDNN_OPTS="1" if option == "onednn" else "0")
+    workers[name] = Worker(name, cmd, env)
   return workers
 
 
@@ -199,12 +209,16 @@ def render(jobs, timings, args, impls):
       "# Benchmark results (`python -m bench.run`)", "",
       f"Machine: {cpu_model()}, {os.cpu_count()} cores; 2 intra-op threads for "
       f"every implementation. TensorFlow {tf.__version__} "
-      f"(TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')}), "
+      "(oneDNN: TF_ENABLE_ONEDNN_OPTS=1 for the +oneDNN rows, 0 otherwise), "
       f"PyTorch {torch.__version__}. Seq {SEQ}, dense full-length rows, fp32. "
       f"Median of {args.repeats} interleaved rounds of ~{args.target_seconds:g} s "
       "blocks (spread: slowest - fastest round).", "",
       "FLOPs (matmuls only) per sequence: layers x (2 S (4 H^2 + 2 H I) + 4 S^2 H) "
-      "+ 2 H^2; train step (forward, backward, AdamW update) = 3x forward.", "",
+      "+ 2 H^2; train step (forward, backward, AdamW update) = 3x forward. "
+      "GFLOP/s are these FLOPs over the measured time for every implementation, "
+      "although our classifier skips the last layer's work on all but the [CLS] "
+      "rows (`EncoderScaffold.pooled`): for ours it is the rate of the same "
+      "useful work.", "",
       f"Matmul peak ({MATMUL_N}x{MATMUL_N} fp32): torch {peak['torch matmul'][0]:.0f} "
       f"GFLOP/s ({peak['torch matmul'][1]:.0f}-{peak['torch matmul'][2]:.0f}), "
       f"TF {peak['TF matmul'][0]:.0f} GFLOP/s ({peak['TF matmul'][1]:.0f}-"

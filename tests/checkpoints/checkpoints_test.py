@@ -4,7 +4,6 @@ import glob
 import json
 import os
 import pickle
-import shutil
 import subprocess
 import sys
 
@@ -16,7 +15,7 @@ import tf_keras
 import torch
 import transformers
 
-from bert import BertConfig, BertEncoder, checkpoints
+from bert import BertEncoder, checkpoints
 from bert.checkpoints import mapping
 from bert.checkpoints import tf1 as tf1_format
 from conftest import max_abs_diff, minilm_dir, random_inputs, small_config

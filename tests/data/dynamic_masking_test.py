@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from bert.data import pretraining_data as pd
 from bert.data.dynamic_masking import DynamicMasker

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 
-import numpy as np
 import tensorflow as tf
 
 from conftest import REPO_ROOT
