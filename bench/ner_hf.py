@@ -23,6 +23,14 @@ from bert.data.tokenization import Tokenizer
 from bert.tasks.token_classification import entity_metrics
 
 
+def token_classifier(model, num_labels):
+  """`BertForTokenClassification` from the weights in folder `model`, with a
+  freshly drawn head (torch's global RNG) and the recipe's dropout."""
+  return transformers.BertForTokenClassification.from_pretrained(
+      model, num_labels=num_labels, hidden_dropout_prob=0.1,
+      attention_probs_dropout_prob=0.1)
+
+
 def main():
   def extra(p):
     p.add_argument("--train_file", default="wnut17train.conll")
@@ -37,9 +45,7 @@ def main():
   f_train = ner_data.encode_sentences(train, tokenizer, args.seq_length, labels)
   f_test = ner_data.encode_sentences(test, tokenizer, args.seq_length, labels)
   as_t = lambda f, k: torch.tensor(f[k], dtype=torch.long)
-  model = transformers.BertForTokenClassification.from_pretrained(
-      args.model, num_labels=len(labels), hidden_dropout_prob=0.1,
-      attention_probs_dropout_prob=0.1)
+  model = token_classifier(args.model, len(labels))
 
   y = as_t(f_train, "label_ids").masked_fill(as_t(f_train, "label_ids") < 0, -100)
   start = time.time()

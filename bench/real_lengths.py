@@ -21,9 +21,42 @@ import time
 
 import numpy as np
 
-from bench.run import Worker
+from bench import _protocol as P
+from bench.run import MATMUL_N, Worker, start_workers
 
 DATASETS = ("sst2", "mrpc", "squad")
+BATCH = 32
+MINILM = P.SHAPES["minilm_l6"]
+
+
+def forward_flops(length, pooled_only=False):
+  """Matmul FLOPs of one all-MiniLM-L6-v2 forward pass over a row of
+  `length` positions (bench.run's formula). `pooled_only`: the last layer
+  computes the [CLS] row only (keys and values still for every position)."""
+  h, i, layers = MINILM["hidden"], MINILM["intermediate"], MINILM["layers"]
+  layer = lambda rows: (2 * rows * (2 * h * h + 2 * h * i)   # Q, output, FFN
+                        + 2 * length * 2 * h * h               # K, V
+                        + 4 * rows * length * h)               # scores, context
+  return (layers - 1) * layer(length) + layer(1 if pooled_only else length)
+
+
+def flops_per_real_token(lengths, pooled_only, hf_mode):
+  """(HF's FLOPs, the least FLOPs) per real token: HF pads each batch of 32
+  to its longest row, batches in file order (`hf_mode` "infer") or drawn at
+  random (training: the mean over 2,000 seeded random batches, the way
+  `_real_worker` draws them); the least is every example at its own length
+  with nothing computed between examples. Training is 3x the forward pass on
+  both sides, so the ratio is that of the forward pass."""
+  lengths = np.asarray(lengths)
+  if hf_mode == "infer":
+    batches = [lengths[i:i + BATCH] for i in range(0, len(lengths), BATCH)]
+  else:
+    rng = np.random.default_rng(0)
+    batches = [lengths[rng.integers(0, len(lengths), BATCH)] for _ in range(2000)]
+  hf = sum(len(b) * forward_flops(int(b.max())) for b in batches)
+  real = sum(int(b.sum()) for b in batches)
+  least = sum(forward_flops(int(n), pooled_only) for b in batches for n in b)
+  return hf / real, least / real
 
 
 def minilm_dir():
@@ -83,6 +116,10 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   workers = {impl: Worker(f"real_{impl}", [sys.executable, "-m", "bench._real_worker",
                                            impl, model])
              for impl in ("ours", "hf")}
+  # The machine's fp32 matmul peak in the same run, as bench.run measures it.
+  peak_workers = start_workers(["torch", "tf_ours+onednn"])
+  peak_spec = dict(model="matmul", mode="matmul", batch=1, seq=MATMUL_N, xla=False)
+  peaks = {}
   # "packed" runs in the "ours" worker with packing switched on.
   jobs = [(name, mode, impl) for name in DATASETS for mode in ("infer", "train")
           for impl in ("ours", "packed", "hf")]
@@ -95,7 +132,12 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
       seconds = _worker(workers, impl).call(
           cmd="build", key=f"{name}/{mode}/{impl}", spec=spec)
       log(f"built {name}/{mode}/{impl} in {seconds:.1f} s")
+    for w in peak_workers.values():
+      w.call(cmd="build", key="matmul", spec=peak_spec)
     for r in range(repeats):
+      for worker, w in peak_workers.items():
+        peaks.setdefault(worker, []).append(
+            2 * MATMUL_N ** 3 / 1e9 / w.call(cmd="time", key="matmul", iters=5) * 5)
       for j in range(0, len(jobs), 3):
         group = jobs[j:j + 3] if r % 2 == 0 else jobs[j:j + 3][::-1]
         for name, mode, impl in group:
@@ -105,8 +147,10 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
               reply["work"] / reply["seconds"])
       log(f"round {r + 1}/{repeats} done ({time.time() - started:.0f} s)")
   finally:
-    for w in workers.values():
+    for w in list(workers.values()) + list(peak_workers.values()):
       w.close()
+  tf_peak = statistics.median(peaks["tf_ours+onednn"])
+  torch_peak = statistics.median(peaks["torch"])
   lines = [
       "## Real lengths: real (non-padding) tokens/s, all-MiniLM-L6-v2 (`python -m "
       "bench.real_lengths`)", "",
@@ -121,17 +165,30 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
       f"every real token, BertForTokenClassification on the HF side). "
       f"Batch 32; training blocks of {train_steps} steps (forward, backward, AdamW). "
       f"Median of {repeats} interleaved rounds (spread: slowest - fastest).", "",
+      f"Matmul peak ({MATMUL_N}x{MATMUL_N} fp32, same run): TF {tf_peak:.0f} GFLOP/s, "
+      f"torch {torch_peak:.0f} GFLOP/s. *HF GFLOP/s*: the matmul FLOPs HF "
+      "computes (every position of its padded batches; training 3x forward) "
+      "per second. *Ceiling / HF*: the most real tokens/s any implementation "
+      "could reach at the TF matmul peak computing nothing but the least "
+      "FLOPs (each example at its own length, [CLS]-only last layer for the "
+      "sentence tasks), over HF's real tokens/s: a ratio target above it "
+      "cannot be met in fp32 on this machine.", "",
       "| data (rows, seq, mean real length) | mode | ours (buckets) tokens/s | "
       "ours packed tokens/s | HF PyTorch tokens/s | buckets / HF | packed / HF | "
+      "HF GFLOP/s | ceiling / HF | "
       "max abs diff of pooled outputs vs HF (buckets, packed) |",
-      "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
   for name in DATASETS:
     path, rows, seq, mean = sets[name]
     hf_pooled = np.load(path + ".hf_pooled.npy")
     diffs = ", ".join(
         f"{float(np.abs(np.load(f'{path}.{impl}_pooled.npy') - hf_pooled).max()):.1e}"
         for impl in ("ours", "packed"))
+    with np.load(path) as f:
+      lengths = f["input_mask"].sum(1)
     for mode in ("infer", "train"):
+      hf_flops, least_flops = flops_per_real_token(lengths, name != "squad", mode)
+      factor = 3 if mode == "train" else 1
       cell = lambda v: (f"{statistics.median(v):,.0f} "
                         f"({min(v):,.0f}-{max(v):,.0f})")
       ours, packed, hf = (rates[(name, mode, impl)]
@@ -141,6 +198,8 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
           f"{cell(packed)} | {cell(hf)} | "
           f"{statistics.median(ours) / statistics.median(hf):.2f}x | "
           f"{statistics.median(packed) / statistics.median(hf):.2f}x | "
+          f"{statistics.median(hf) * hf_flops * factor / 1e9:.0f} | "
+          f"{tf_peak * 1e9 / (least_flops * factor) / statistics.median(hf):.2f}x | "
           f"{diffs if mode == 'infer' else '-'} |")
   return "\n".join(lines) + "\n"
 
