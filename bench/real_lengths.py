@@ -22,10 +22,10 @@ import time
 import numpy as np
 
 from bench import _protocol as P
+from bench._real_worker import BATCH
 from bench.run import MATMUL_N, Worker, start_workers
 
 DATASETS = ("sst2", "mrpc", "squad")
-BATCH = 32
 MINILM = P.SHAPES["minilm_l6"]
 
 
