@@ -63,7 +63,7 @@ def main():
     dense.bias.assign(bias)
 
   task.initialize = initialize_with_hf_head
-  results = runner.run_experiment(task, args.model_dir, "train_and_eval",
+  _, results = runner.run_experiment(task, args.model_dir, "train_and_eval",
                                   runner.RuntimeConfig(), runner.OptimizerConfig())
   print(json.dumps(dict({k: float(v) for k, v in results.items()},
                         task="wnut17_paired", seed=args.seed)))

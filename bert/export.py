@@ -35,6 +35,14 @@ from bert.networks.bert_preprocessor import make_preprocessor
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
+def _tokenizer(vocab, lower_case) -> BertTokenizer:
+  """`vocab`: a vocab.txt path, or the tokens in id order (a model's
+  `preprocessor` carries them)."""
+  if isinstance(vocab, str):
+    return BertTokenizer(vocab, lower_case=lower_case)
+  return BertTokenizer(vocabulary=list(vocab), lower_case=lower_case)
+
+
 def export_encoder(encoder, path: str, masked_lm=None) -> None:
   """Writes `encoder` (a BertEncoder) as a TF Hub reusable SavedModel.
 
@@ -76,7 +84,7 @@ class _ClassifierServing(tf.Module):
   def __init__(self, model, vocab_file, lower_case, seq_length, labels, pairs):
     super().__init__(name="classifier_serving")
     self.model = model
-    self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    self.tokenizer = _tokenizer(vocab_file, lower_case)
     self.packer = BertPackInputs(seq_length,
                                  self.tokenizer.get_special_tokens_dict())
     self.labels = tf.constant(list(labels or []), tf.string)
@@ -121,7 +129,7 @@ class _SpanServing(tf.Module):
                max_query_length, max_answer_length):
     super().__init__(name="span_labeler_serving")
     self.model = model
-    self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    self.tokenizer = _tokenizer(vocab_file, lower_case)
     self.packer = BertPackInputs(seq_length,
                                  self.tokenizer.get_special_tokens_dict())
     self.seq_length = seq_length
@@ -180,7 +188,7 @@ class _TaggerServing(tf.Module):
   def __init__(self, model, vocab_file, lower_case, seq_length, labels):
     super().__init__(name="tagger_serving")
     self.model = model
-    self.tokenizer = BertTokenizer(vocab_file, lower_case=lower_case)
+    self.tokenizer = _tokenizer(vocab_file, lower_case)
     special = self.tokenizer.get_special_tokens_dict()
     self.unk = special["unknown_id"]
     self.packer = BertPackInputs(seq_length, special)
@@ -249,18 +257,15 @@ def export_trained(model_dir: str, path: str) -> str:
   from bert import tasks  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
   vocab, lower = task.tokenizer.layer.vocab_file, task.tokenizer.lower_case
-  if isinstance(task, tasks.ClassificationTask):
-    pairs = (task.layout.text_b is not None if task.layout is not None
-             else task.columns[1] is not None)
-    export_classifier(model, path, vocab, lower, task.seq_length, task.labels,
-                      pairs)
-    return "classifier"
+  if isinstance(task, (tasks.ClassificationTask, tasks.TokenClassificationTask)):
+    # The same export as a model trained from Python (`model.export`).
+    model.attach_preprocessor(task.preprocessor())
+    model.export(path)
+    return ("classifier" if isinstance(task, tasks.ClassificationTask)
+            else "tagger")
   if isinstance(task, tasks.QuestionAnsweringTask):
     export_span_labeler(model, path, vocab, lower, task.seq_length,
                         task.max_query_length, task.max_answer_length)
     return "span_labeler"
-  if isinstance(task, tasks.TokenClassificationTask):
-    export_tagger(model, path, vocab, lower, task.seq_length, task.labels)
-    return "tagger"
   raise ValueError(f"{model_dir} trained a {type(task).__name__}, which has no "
                    "serving export (classification, QA and tagging do)")

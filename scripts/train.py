@@ -41,7 +41,7 @@ flags.DEFINE_string("data_dir", None, "The task's data folder.")
 flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval", "predict"],
                   "What to run.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, config.")
-flags.DEFINE_enum("strategy", None, ["one_device", "mirrored",
+flags.DEFINE_enum("strategy", None, ["auto", "one_device", "mirrored",
                                      "multi_worker_mirrored", "tpu"],
                   "Distribution strategy (multi_worker_mirrored reads "
                   "TF_CONFIG); overrides RuntimeConfig.strategy.")
@@ -88,7 +88,7 @@ def main(argv):
     raise app.UsageError("give --task or --gin_file")
   gin.parse_config_files_and_bindings(files, _bindings())
   task = runner.build_task()
-  results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
+  _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
                                   runner.RuntimeConfig(),
                                   runner.OptimizerConfig())
   with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:

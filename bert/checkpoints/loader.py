@@ -27,6 +27,7 @@ from bert.checkpoints import hf
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
+from bert import pretrained
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 from bert.layers.classification_head import ClassificationHead
@@ -120,10 +121,11 @@ def _checkpoint_keys(prefix):
 # -------------------------------------------------------------------- load
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None) -> BertCheckpoint:
-  """Loads a BERT checkpoint folder of any supported format.
+  """Loads a BERT checkpoint folder of any supported format, or a preset.
 
   Args:
-    path: the folder.
+    path: the folder, or a preset name (`bert.pretrained.preset_names()`:
+      downloaded once into the cache, or an installed package's weights).
     with_heads: also load the pre-training heads when the checkpoint has them.
     format: one of FORMATS; None detects it.
 
@@ -132,6 +134,8 @@ def load(path: str, *, with_heads: bool = False,
     CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
       or a vocab.txt whose size differs from config.vocab_size.
   """
+  if not os.path.exists(path) and pretrained.is_preset(path):
+    path = pretrained.resolve(path)
   folder = _folder(path)
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:

@@ -29,9 +29,11 @@ class Tokenizer:
     tok.convert_ids_to_tokens([7592, 1010])   # ['hello', ',']
   """
 
-  def __init__(self, vocab_file: str, lower_case: bool = True,
-               batch_size: int = 4096):
-    self.layer = BertTokenizer(vocab_file, lower_case=lower_case)
+  def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
+               batch_size: int = 4096,
+               vocabulary: Optional[Sequence[str]] = None):
+    self.layer = BertTokenizer(vocab_file, lower_case=lower_case,
+                               vocabulary=vocabulary)
     self.batch_size = batch_size
     self.vocab = self.layer.vocab
     self._ids = {token: i for i, token in enumerate(self.vocab)}

@@ -1,7 +1,7 @@
 """`BertTokenizer`: raw strings -> WordPiece ids (and offsets), in-graph."""
 
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -82,20 +82,25 @@ class BertTokenizer(tf_keras.layers.Layer):
   lowercases, which changes ids on ~0.1% of real sentences.
   """
 
-  def __init__(self, vocab_file: str, lower_case: bool = True,
+  def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
                tokenize_with_offsets: bool = False, fast_path: bool = True,
-               **kwargs):
+               vocabulary: Optional[Sequence[str]] = None, **kwargs):
     super().__init__(**kwargs)
+    if (vocab_file is None) == (vocabulary is None):
+      raise ValueError("BertTokenizer: give vocab_file or vocabulary (the "
+                       "tokens in id order), not both")
     self.vocab_file = vocab_file
     self.lower_case = bool(lower_case)
     self.tokenize_with_offsets = tokenize_with_offsets
     self.fast_path = fast_path
     # Bypasses Keras attribute tracking, which would wrap the 30k-token list
     # and visit every element (~0.3 s per tokenizer).
-    object.__setattr__(self, "_vocab", tuple(read_vocab(vocab_file)))
+    object.__setattr__(self, "_vocab", tuple(
+        read_vocab(vocab_file) if vocab_file is not None else vocabulary))
     for token in (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]"):
       if token not in self._vocab:
-        raise ValueError(f"vocab file {vocab_file} has no {token} token")
+        raise ValueError(f"vocab {vocab_file or '(vocabulary)'} has no "
+                         f"{token} token")
     self._table = tf.constant(norm.codepoint_table(self.lower_case))
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self._vocab, suffix_indicator="##",
@@ -239,6 +244,8 @@ class BertTokenizer(tf_keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
+    if self.vocab_file is None:
+      config.update(vocabulary=list(self._vocab))
     config.update(vocab_file=self.vocab_file, lower_case=self.lower_case,
                   tokenize_with_offsets=self.tokenize_with_offsets,
                   fast_path=self.fast_path)

@@ -3,7 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
-from bert.layers._util import initializer
+from bert.layers._util import build_sublayer, initializer
 
 from bert.layers import activations
 
@@ -44,6 +44,14 @@ class ClassificationHead(tf_keras.layers.Layer):
     self.out = tf_keras.layers.Dense(
         num_classes, kernel_initializer=initializer(initializer_range),
         name="logits")
+
+  def build(self, input_shape):
+    width = int(input_shape[-1])
+    if self.inner is not None:
+      build_sublayer(self.inner, [None, width])
+      width = self.inner_dim
+    build_sublayer(self.out, [None, width])
+    super().build(input_shape)
 
   def call(self, features, training=None):
     if features.shape.rank == 3:

@@ -3,7 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
-from bert.layers._util import initializer
+from bert.layers._util import build_sublayer, initializer
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -20,6 +20,10 @@ class SpanHead(tf_keras.layers.Layer):
     self.initializer_range = initializer_range
     self.dense = tf_keras.layers.Dense(
         2, kernel_initializer=initializer(initializer_range), name="span_logits")
+
+  def build(self, input_shape):
+    build_sublayer(self.dense, [None, None, int(input_shape[-1])])
+    super().build(input_shape)
 
   def call(self, sequence_output):
     logits = tf.cast(self.dense(sequence_output), tf.float32)  # [b, seq, 2]

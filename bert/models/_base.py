@@ -1,18 +1,15 @@
-"""What the models that wrap one encoder and a head share: the functional
-graph, the packed-sequence path and serialisation."""
+"""What the models that wrap one encoder and task heads share: construction,
+the input signature, serialisation and Keras training (`compile` with the
+library's fine-tuning recipe, `fit` with its schedule). Each model has one
+`call`."""
 
-from typing import Callable, Dict, Sequence
+import math
+from typing import Dict, Sequence
 
 import tensorflow as tf
 import tf_keras
 
-from bert.networks.encoder_scaffold import PACKED_KEYS, PackedInputsModel
-
-ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-
-# heads(encoder_outputs, inputs, training) -> the model's output dict.
-Heads = Callable[[Dict[str, tf.Tensor], Dict[str, tf.Tensor], object],
-                 Dict[str, tf.Tensor]]
+from bert.networks.encoder_scaffold import INPUT_KEYS, encoder_inputs
 
 
 def per_example(layer, pooled, training=None):
@@ -27,16 +24,311 @@ def per_example(layer, pooled, training=None):
 
 
 class EncoderModel(tf_keras.Model):
-  """A model of one encoder (`self.encoder`) and heads whose keyword
-  arguments `_head_config` lists; `get_config` serialises the encoder with
-  them, and `from_config` rebuilds the encoder first, so heads tied to its
-  weights (the masked-LM head) are tied again."""
+  """A model of one encoder (`self.encoder`) and task heads.
 
-  _head_config = ()
+  Subclasses create their heads in `__init__`, call `self._built_with(
+  heads)` to create the heads' weights, and implement `call(inputs,
+  training=None)`: the one forward path, which takes plain and packed rows
+  alike (see `EncoderScaffold`). `inputs` is the encoder's dict plus the
+  keys in `extra_inputs` (e.g. `masked_lm_positions`).
+
+  `_head_config` lists the constructor arguments `get_config` saves beside
+  the encoder; `from_config` rebuilds the encoder first, so heads tied to
+  its weights (the masked-LM head) are tied again.
+  """
+
+  _head_config: Sequence[str] = ()
+  extra_inputs: Sequence[str] = ()
+  # Rank of each int input: [batch, seq]; multiple choice adds a choice axis.
+  input_rank = 2
+
+  def __init__(self, encoder, **kwargs):
+    super().__init__(**kwargs)
+    self.encoder = encoder
+
+  @property
+  def hidden_size(self) -> int:
+    return self.encoder.hidden_size
+
+  def _built_with(self, heads: Dict[str, tf_keras.layers.Layer]):
+    """Builds each head for its input shape now, so every weight exists from
+    construction on, and records the input signature a SavedModel traces."""
+    for layer, input_shape in heads.items():
+      if not layer.built:
+        with tf.name_scope(layer.name):
+          layer.build(input_shape)
+    self.built = True
+    self._set_save_spec(self.input_signature())
+
+  def input_signature(self) -> Dict[str, tf.TensorSpec]:
+    """int32 TensorSpecs of the plain inputs (the TF Hub names + extras)."""
+    shape = [None] * self.input_rank
+    return {k: tf.TensorSpec(shape, tf.int32, name=k)
+            for k in tuple(INPUT_KEYS) + tuple(self.extra_inputs)}
+
+  def _encode(self, inputs, training, pooled_only=False):
+    """The encoder on the encoder's entries of `inputs`."""
+    missing = [k for k in self.extra_inputs if k not in inputs]
+    if missing:
+      raise ValueError(f"{self.name} expects inputs {missing} besides the "
+                       f"encoder's; got {sorted(inputs)}")
+    return self.encoder(encoder_inputs(inputs, self.name), training=training,
+                        pooled_only=pooled_only)
+
+  # -------------------------------------------------------- Keras training
+  # The task's loss and metrics as (numerator, denominator) sums of a batch
+  # (`bert.tasks.objectives`, shared with the custom training loop); None:
+  # `compile` needs an explicit loss.
+  def objective(self, x, y, outputs):
+    del x, y, outputs
+    return None
+
+  # The names of the objective's stats.
+  stat_names: Sequence[str] = ()
+
+  def default_metrics(self):
+    """Keras metrics on `outputs[main_output]` beyond the objective's."""
+    return []
+
+  main_output = "logits"
+
+  def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+    """Keras `compile` with the library's fine-tuning recipe as defaults.
+
+    optimizer: "auto" (or an `OptimizerConfig`): AdamW with lr 5e-5, weight
+      decay 0.01 except LayerNorm weights and biases, 10% linear warmup and
+      linear decay to 0 over the steps the first `fit` runs, global-norm
+      clipping 1.0 (`bert.training.OptimizerConfig`, the recipe `bert-train`
+      and `run_experiment` use); or any Keras optimizer (then clipping is
+      off unless its own).
+    loss: "auto": the task's loss (`bert.tasks.objectives`); or a Keras
+      loss applied to `outputs[main_output]`.
+    metrics: "auto": the task's metrics (the objective's, e.g. accuracy,
+      plus `default_metrics()`, e.g. F1 for two classes); or a list of
+      Keras metrics on `outputs[main_output]` (the objective's are still
+      reported).
+    """
+    from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+        OptimizerConfig)
+    self._recipe, self.clip_norm = None, 0.0
+    if isinstance(optimizer, str) and optimizer == "auto":
+      optimizer = OptimizerConfig()
+    if isinstance(optimizer, OptimizerConfig):
+      # Built by `fit`, which knows how many steps the schedule spans.
+      self._recipe, self.clip_norm = optimizer, optimizer.clip_norm
+      optimizer = tf_keras.optimizers.legacy.SGD()
+    self._task_loss = isinstance(loss, str) and loss == "auto"
+    if self._task_loss and not self._has_objective():
+      raise ValueError(f"{type(self).__name__} has no default loss; pass "
+                       "compile(loss=...)")
+    if isinstance(metrics, str) and metrics == "auto":
+      metrics = self.default_metrics()
+    super().compile(optimizer=optimizer, loss=None if self._task_loss else loss,
+                    metrics=metrics, **kwargs)
+    if not hasattr(self, "_stat_metrics"):
+      # Not tracked as the model's own (their sums are no weights of the
+      # model); `metrics` lists them, so Keras reports and resets them.
+      object.__setattr__(self, "_stat_metrics", {
+          name: RatioMetric(name=name) for name in self.stat_names})
+
+  # ----------------------------------------------------- from_pretrained
+  # The preprocessor class `from_pretrained` attaches (None: none).
+  preprocessor_class = None
+
+  @classmethod
+  def from_pretrained(cls, source, *, seq_length: int = 128, labels=None,
+                      lower_case=None, **head_args):
+    """This model on a pretrained encoder, with its `preprocessor`.
+
+    Args:
+      source: a checkpoint folder in any format `bert.checkpoints.load`
+        reads, or a preset name (`bert.pretrained.preset_names()`).
+      seq_length: the longest input row, in word pieces.
+      labels: class (or tag) names in logit order; `num_classes` defaults
+        to their number; `predict` returns them.
+      lower_case: overrides the checkpoint's casing (when it states none).
+      **head_args: the model's own arguments (e.g. `num_classes`,
+        `dropout_rate`).
+    """
+    from bert import checkpoints  # pylint: disable=g-import-not-at-top
+    ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
+    model = cls._from_checkpoint(ckpt, labels=labels, **head_args)
+    if cls.preprocessor_class is not None:
+      kwargs = {} if lower_case is None else dict(lower_case=lower_case)
+      if labels is not None:
+        kwargs["labels"] = list(labels)
+      model.attach_preprocessor(cls.preprocessor_class.from_checkpoint(
+          ckpt, seq_length=seq_length, **kwargs))
+    return model
+
+  _needs_pretraining_heads = False
+
+  @classmethod
+  def _from_checkpoint(cls, checkpoint, labels=None, **head_args):
+    if labels is not None and "num_classes" in cls._head_config:
+      head_args.setdefault("num_classes", len(labels))
+    return cls(checkpoint.encoder, **head_args)
+
+  preprocessor = None
+
+  def attach_preprocessor(self, preprocessor) -> None:
+    """Sets `preprocessor` (saved through `get_config`, not as a tracked
+    layer: it has no weights, and its tokenizer is rebuilt from the
+    vocabulary on load)."""
+    object.__setattr__(self, "preprocessor", preprocessor)
+
+  def export(self, path: str) -> None:
+    """Writes this model's serving SavedModel on raw strings (what
+    `bert-export` writes for a `bert-train` run of the same task); needs the
+    `preprocessor` (`from_pretrained`, or the model `run_experiment`
+    returns)."""
+    raise NotImplementedError(f"{type(self).__name__} has no serving export "
+                              "(classifiers, taggers and span labelers do)")
+
+  def _needs_preprocessor(self, what: str):
+    if self.preprocessor is None:
+      raise ValueError(f"{self.name}.{what} needs the preprocessor (vocabulary, "
+                       f"casing, seq_length): build the model with "
+                       f"{type(self).__name__}.from_pretrained(...)")
+    return self.preprocessor
+
+  def _raw(self, x) -> bool:
+    """Whether `x` is raw input for this model's preprocessor."""
+    from bert.models import preprocessors  # pylint: disable=g-import-not-at-top
+    if x is None or isinstance(x, (dict, tf.data.Dataset)):
+      return False
+    raw = preprocessors.is_raw_text(x)
+    if raw and self.preprocessor is None:
+      raise ValueError(f"{self.name}: raw text needs a preprocessor; build the "
+                       f"model with {type(self).__name__}.from_pretrained(...) "
+                       "or pass the encoder's int inputs")
+    return raw
+
+  def _raw_dataset(self, x, y, batch_size, shuffle):
+    features = self.preprocessor.encode(x, y)
+    targets = None if y is None else self.preprocessor.targets(y, features)
+    return self.preprocessor.dataset(features, targets, batch_size or 32,
+                                     shuffle=shuffle)
+
+  def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+    """Keras `evaluate`; raw inputs (see `preprocessor`) are tokenized and
+    batched by length bucket."""
+    if self._raw(x):
+      x, y, batch_size = self._raw_dataset(x, y, batch_size, False), None, None
+    return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+  def predict(self, x, batch_size=None, **kwargs):
+    """Keras `predict`; on raw inputs, what the task means (e.g. labels and
+    probabilities, one tag per word; see the preprocessor's `decode`)."""
+    if not self._raw(x):
+      return super().predict(x, batch_size=batch_size, **kwargs)
+    features = self.preprocessor.encode(x)
+    if getattr(self, "_predict_fn", None) is None:
+      object.__setattr__(self, "_predict_fn", tf.function(
+          lambda batch: self(batch, training=False), reduce_retracing=True))
+    outputs = self.preprocessor.predict_features(self._predict_fn, features,
+                                                 batch_size or 64)
+    return self.preprocessor.decode(outputs, features, x)
+
+  def fit(self, x=None, y=None, batch_size=None, epochs=1,
+          validation_data=None, shuffle=True, **kwargs):
+    """Keras `fit`. Raw inputs (see `preprocessor`) are tokenized once and
+    fed in batches of one length bucket, reshuffled every epoch. With the
+    recipe optimizer (`compile()`), the first call builds it with its
+    schedule spanning the steps this call runs."""
+    if self._raw(x):
+      x = self._raw_dataset(x, y, batch_size, shuffle)
+      y = batch_size = None
+    if (isinstance(validation_data, tuple) and validation_data
+        and self._raw(validation_data[0])):
+      validation_data = self._raw_dataset(*validation_data[:2], batch_size, False)
+    if getattr(self, "_recipe", None) is not None:
+      from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+          build_optimizer)
+      steps = _fit_steps(x, batch_size, epochs, kwargs.get("steps_per_epoch"),
+                         kwargs.get("initial_epoch", 0))
+      self.optimizer = build_optimizer(self._recipe.with_steps(steps))
+      self._recipe = None
+      self.train_function = None
+    return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                       validation_data=validation_data, shuffle=shuffle,
+                       **kwargs)
+
+  def _has_objective(self) -> bool:
+    return type(self).objective is not EncoderModel.objective
+
+  def _step_stats(self, x, y, outputs, sample_weight):
+    """The objective's stats of a batch and the loss to minimise."""
+    stats = self.objective(x, y, outputs) if self._has_objective() else {}
+    if self._task_loss:
+      if sample_weight is not None:
+        raise ValueError(f"{self.name}: sample_weight needs a Keras loss in "
+                         "compile(loss=...); the task's loss weighs examples "
+                         "itself (e.g. -1 labels)")
+      numerator, denominator = stats["loss"]
+      loss = tf.math.divide_no_nan(numerator, denominator)
+    else:
+      loss = self.compiled_loss(y, outputs[self.main_output], sample_weight)
+    if self.losses:
+      loss += tf.add_n(self.losses)
+    return stats, loss
+
+  def _metrics_of_step(self, y, outputs, sample_weight, stats):
+    for name, (numerator, denominator) in stats.items():
+      if name == "loss" and not self._task_loss:
+        continue   # Keras' own tracker reports the compiled loss
+      self._stat_metrics[name].update_state(numerator, denominator)
+    self.compiled_metrics.update_state(y, outputs[self.main_output], sample_weight)
+    return self.get_metrics_result()
+
+  @property
+  def metrics(self):
+    return super().metrics + list(getattr(self, "_stat_metrics", {}).values())
+
+  def train_step(self, data):
+    """One step as `bert.training.Trainer` takes it: gradients summed over
+    replicas, then clipped to global norm `clip_norm`, then applied."""
+    x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx else 1
+    scaled = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+      outputs = self(x, training=True)
+      stats, loss = self._step_stats(x, y, outputs, sample_weight)
+      # Each replica's share of the mean over the global batch.
+      loss = loss / replicas
+      if scaled:
+        loss = self.optimizer.get_scaled_loss(loss)
+    variables = self.trainable_variables
+    grads = tape.gradient(loss, variables)
+    if replicas > 1:
+      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if scaled:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    if self.clip_norm:
+      # The norm of the summed gradient: embedding rows that several tokens
+      # of the batch look up are summed first (as a dense gradient is).
+      grads = [_summed_rows(g) for g in grads]
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    # Weights the loss does not reach (the pooler, under a token head) get
+    # a zero gradient, as in the custom loop: weight decay still applies.
+    grads = [tf.zeros_like(v) if g is None else g
+             for g, v in zip(grads, variables)]
+    self.optimizer.apply_gradients(zip(grads, variables),
+                                   experimental_aggregate_gradients=False)
+    return self._metrics_of_step(y, outputs, sample_weight, stats)
+
+  def test_step(self, data):
+    x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+    outputs = self(x, training=False)
+    stats, _ = self._step_stats(x, y, outputs, sample_weight)
+    return self._metrics_of_step(y, outputs, sample_weight, stats)
 
   def get_config(self):
     config = dict(encoder=tf_keras.layers.serialize(self.encoder), name=self.name)
     config.update({k: getattr(self, k) for k in self._head_config})
+    if self.preprocessor is not None:
+      config["preprocessor"] = tf_keras.layers.serialize(self.preprocessor)
     return config
 
   @classmethod
@@ -44,49 +336,54 @@ class EncoderModel(tf_keras.Model):
     config = dict(config)
     encoder = tf_keras.layers.deserialize(config.pop("encoder"),
                                           custom_objects=custom_objects)
-    return cls(encoder, **config)
+    preprocessor = config.pop("preprocessor", None)
+    model = cls(encoder, **config)
+    if preprocessor is not None:
+      model.attach_preprocessor(tf_keras.layers.deserialize(
+          preprocessor, custom_objects=custom_objects))
+    return model
 
 
-class EncoderHeadModel(EncoderModel, PackedInputsModel):
-  """A functional model of an encoder and a task head.
+@tf_keras.utils.register_keras_serializable(package="bert")
+class RatioMetric(tf_keras.metrics.Metric):
+  """sum(numerator) / sum(denominator) over batches: a task stat over the
+  whole epoch or evaluation, as the custom training loop reports it."""
 
-  Subclasses create their head layers, then call
-  `super().__init__(encoder, heads, extra_inputs=...)` with a function
-  `heads(encoder_outputs, inputs, training)` that maps the encoder's outputs
-  (and the model inputs, e.g. `masked_lm_positions`) to the output dict; it
-  builds the functional graph and also serves packed batches (inputs with
-  `input_positions` / `cls_positions`, see `bert.data.packing`), which run
-  the same layers outside the fixed functional signature.
+  def __init__(self, name, **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.sums = self.add_weight("sums", shape=[2], initializer="zeros")
 
-  `pooled_only=True` says the heads read `pooled_output` alone; calls then
-  go through the encoder's `pooled` (when it has one), whose last block
-  computes the [CLS] rows only. Same values, less work.
-  """
+  def update_state(self, numerator, denominator):
+    self.sums.assign_add(tf.stack([tf.cast(numerator, tf.float32),
+                                   tf.cast(denominator, tf.float32)]))
 
-  def __init__(self, encoder, heads: Heads, extra_inputs: Sequence[str] = (),
-               pooled_only: bool = False, **kwargs):
-    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
-              for k in ENCODER_KEYS + tuple(extra_inputs)}
-    outputs = heads(encoder({k: inputs[k] for k in ENCODER_KEYS}), inputs, None)
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self.encoder = encoder
-    self._heads = heads
-    self._extra_inputs = tuple(extra_inputs)
-    self._pooled = (getattr(encoder, "pooled", None) if pooled_only else None)
+  def result(self):
+    return tf.math.divide_no_nan(self.sums[0], self.sums[1])
 
-  def call(self, inputs, training=None, mask=None):
-    packed = isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS)
-    if packed:
-      missing = [k for k in ("input_word_ids",) + self._extra_inputs
-                 if k not in inputs]
-      if missing:
-        raise ValueError(f"{self.name}: packed inputs lack {missing}")
-    if not packed and (self._pooled is None or not isinstance(inputs, dict)
-                       or any(k not in inputs for k in ENCODER_KEYS)):
-      # The functional graph (which also reports malformed inputs).
-      return super().call(inputs, training=training, mask=mask)
-    encoder_inputs = {k: tf.cast(v, tf.int32) for k, v in inputs.items()
-                      if k in ENCODER_KEYS + PACKED_KEYS}
-    encode = self._pooled or self.encoder
-    return self._heads(encode(encoder_inputs, training=training), inputs,
-                       training)
+  def reset_state(self):
+    self.sums.assign(tf.zeros([2]))
+
+
+def _summed_rows(grad):
+  """An IndexedSlices gradient with each row once (duplicates summed)."""
+  if not isinstance(grad, tf.IndexedSlices):
+    return grad
+  rows, index = tf.unique(grad.indices)
+  values = tf.math.unsorted_segment_sum(grad.values, index, tf.shape(rows)[0])
+  return tf.IndexedSlices(values, rows, grad.dense_shape)
+
+
+def _fit_steps(x, batch_size, epochs, steps_per_epoch, initial_epoch) -> int:
+  """How many optimizer steps `fit` will run."""
+  epochs = epochs - initial_epoch
+  if steps_per_epoch:
+    return int(steps_per_epoch) * epochs
+  if isinstance(x, tf.data.Dataset):
+    n = int(x.cardinality())
+    if n < 0:
+      raise ValueError("fit: the dataset's length is unknown (infinite or "
+                       "filtered); pass steps_per_epoch so the learning-rate "
+                       "schedule knows its length")
+    return n * epochs
+  first = tf.nest.flatten(x)[0]
+  return math.ceil(len(first) / (batch_size or 32)) * epochs

@@ -3,12 +3,13 @@
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
-from bert.models._base import EncoderHeadModel, per_example
+from bert.models._base import EncoderModel, per_example
+from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertClassifier(EncoderHeadModel):
+class BertClassifier(EncoderModel):
   """Sentence(-pair) classification or regression on `pooled_output`.
 
   Inputs: the encoder's dict (`input_word_ids`, `input_mask`,
@@ -17,26 +18,54 @@ class BertClassifier(EncoderHeadModel):
   `run_classifier.create_model`: dropout + dense on the pooled [CLS] vector.
   Packed rows (with `cls_positions` [batch, k]): logits [batch, k, classes],
   one per packed example. The encoder's last block computes the [CLS] rows
-  only (`EncoderScaffold.pooled`).
+  only (`pooled_only`).
   """
 
   _head_config = ("num_classes", "dropout_rate")
+  preprocessor_class = TextClassifierPreprocessor
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
-    head = ClassificationHead(
+    kwargs.setdefault("name", "bert_classifier")
+    super().__init__(encoder, **kwargs)
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+    self.head = ClassificationHead(
         num_classes=num_classes, dropout_rate=dropout_rate,
         initializer_range=getattr(getattr(encoder, "config", None),
                                   "initializer_range", 0.02),
         name="classifier")
+    self._built_with({self.head: [None, self.hidden_size]})
 
-    def heads(encoder_outputs, inputs, training):
-      del inputs
-      return dict(logits=per_example(head, encoder_outputs["pooled_output"],
-                                     training))
+  def call(self, inputs, training=None):
+    pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
+    return dict(logits=per_example(self.head, pooled, training))
 
-    kwargs.setdefault("name", "bert_classifier")
-    super().__init__(encoder, heads, pooled_only=True, **kwargs)
-    self.head = head
-    self.num_classes = num_classes
-    self.dropout_rate = dropout_rate
+  def export(self, path: str) -> None:
+    """Serving SavedModel: `text` (and `text_b` for pairs) -> `probabilities`
+    and `label` (regression: `score`); see `bert.export.export_classifier`."""
+    from bert import export  # pylint: disable=g-import-not-at-top
+    pre = self._needs_preprocessor("export")
+    if pre.text_pairs is None:
+      raise ValueError(f"{self.name}.export: unknown whether the model takes "
+                       "text pairs; fit it first or set preprocessor.text_pairs")
+    labels = None
+    if self.num_classes > 1:
+      labels = pre.labels or [str(i) for i in range(self.num_classes)]
+    export.export_classifier(self, path, pre.vocabulary, pre.lower_case,
+                             pre.seq_length, labels, pre.text_pairs)
+
+  # ---------------------------------------------- Keras training (compile)
+  @property
+  def stat_names(self):
+    return ("loss",) if self.num_classes == 1 else ("loss", "accuracy")
+
+  def objective(self, x, y, outputs):
+    """y: int labels [batch] (regression: float targets)."""
+    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    return objectives.classification_stats(outputs["logits"], y,
+                                           regression=self.num_classes == 1)
+
+  def default_metrics(self):
+    from bert.tasks import metrics  # pylint: disable=g-import-not-at-top
+    return [metrics.BinaryF1()] if self.num_classes == 2 else []

@@ -4,19 +4,8 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
-from bert.models._base import ENCODER_KEYS, EncoderModel
-from bert.networks.encoder_scaffold import EncoderScaffold
-
-
-def _score_choices(inputs, encode, head, training):
-  """logits [batch, num_choices]: each (context, choice) row of inputs
-  [batch, num_choices, seq] encoded on its own, its pooled vector scored."""
-  num_choices = tf.shape(inputs["input_word_ids"])[1]
-  seq = tf.shape(inputs["input_word_ids"])[2]
-  flat = {k: tf.reshape(inputs[k], [-1, seq]) for k in ENCODER_KEYS}  # [b*c, s]
-  scores = head(encode(flat, training=training)["pooled_output"],
-                training=training)                                # [b*c, 1]
-  return dict(logits=tf.reshape(scores, [-1, num_choices]))
+from bert.models._base import EncoderModel
+from bert.networks.encoder_scaffold import INPUT_KEYS, EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -27,33 +16,41 @@ class BertMultipleChoice(EncoderModel):
   num_choices, seq]. Each (context, choice) row is encoded on its own and its
   pooled [CLS] vector scored by one dense unit; output float32 `logits`
   [batch, num_choices] (a softmax over them picks the answer). The encoder's
-  last block computes the [CLS] rows only (`EncoderScaffold.pooled`).
+  last block computes the [CLS] rows only (`pooled_only`).
   """
 
   _head_config = ("dropout_rate",)
+  input_rank = 3
 
   def __init__(self, encoder: EncoderScaffold, dropout_rate: float = 0.1,
                **kwargs):
-    inputs = {k: tf_keras.Input(shape=(None, None), dtype=tf.int32, name=k)
-              for k in ENCODER_KEYS}
-    head = ClassificationHead(
+    kwargs.setdefault("name", "bert_multiple_choice")
+    super().__init__(encoder, **kwargs)
+    self.dropout_rate = dropout_rate
+    self.head = ClassificationHead(
         num_classes=1, dropout_rate=dropout_rate,
         initializer_range=getattr(getattr(encoder, "config", None),
                                   "initializer_range", 0.02),
         name="choice_score")
-    outputs = _score_choices(
-        inputs, lambda f, training: encoder(f, training=training), head, None)
-    kwargs.setdefault("name", "bert_multiple_choice")
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-    self.encoder = encoder
-    self.head = head
-    self.dropout_rate = dropout_rate
+    self._built_with({self.head: [None, self.hidden_size]})
 
-  def call(self, inputs, training=None, mask=None):
-    pooled = getattr(self.encoder, "pooled", None)
-    if (pooled is None or not isinstance(inputs, dict)
-        or any(k not in inputs for k in ENCODER_KEYS)):
-      # The functional graph (which also reports malformed inputs).
-      return super().call(inputs, training=training, mask=mask)
-    inputs = {k: tf.cast(inputs[k], tf.int32) for k in ENCODER_KEYS}
-    return _score_choices(inputs, pooled, self.head, training)
+  def call(self, inputs, training=None):
+    if not isinstance(inputs, dict) or any(k not in inputs for k in INPUT_KEYS):
+      got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+      raise ValueError(f"{self.name} expects a dict with keys {list(INPUT_KEYS)}"
+                       f", each [batch, num_choices, seq]; got {got}")
+    num_choices = tf.shape(inputs["input_word_ids"])[1]
+    seq = tf.shape(inputs["input_word_ids"])[2]
+    # Each (context, choice) row on its own: [batch * choices, seq].
+    flat = {k: tf.reshape(inputs[k], [-1, seq]) for k in INPUT_KEYS}
+    pooled = self._encode(flat, training, pooled_only=True)["pooled_output"]
+    scores = self.head(pooled, training=training)             # [b * c, 1]
+    return dict(logits=tf.reshape(scores, [-1, num_choices]))
+
+  # ---------------------------------------------- Keras training (compile)
+  stat_names = ("loss", "accuracy")
+
+  def objective(self, x, y, outputs):
+    """y: int index of the right choice [batch]."""
+    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    return objectives.classification_stats(outputs["logits"], y)

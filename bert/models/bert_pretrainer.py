@@ -7,7 +7,7 @@ import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
-from bert.models._base import EncoderHeadModel, per_example
+from bert.models._base import EncoderModel, per_example
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
@@ -33,7 +33,7 @@ def build_pretraining_heads(encoder):
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertPretrainer(EncoderHeadModel):
+class BertPretrainer(EncoderModel):
   """The pre-training model: a BERT encoder and its two heads.
 
   Inputs: the encoder's dict plus `masked_lm_positions` int32 [batch, P].
@@ -49,7 +49,17 @@ class BertPretrainer(EncoderHeadModel):
   serialisation.
   """
 
-  _head_config = ()
+  extra_inputs = ("masked_lm_positions",)
+  _needs_pretraining_heads = True
+
+  @classmethod
+  def _from_checkpoint(cls, checkpoint, labels=None, **head_args):
+    """With the checkpoint's pre-training heads when it has them."""
+    del labels
+    if checkpoint.has_heads:
+      head_args.update(masked_lm=checkpoint.masked_lm,
+                       next_sentence=checkpoint.next_sentence)
+    return cls(checkpoint.encoder, **head_args)
 
   def __init__(self, encoder: EncoderScaffold,
                masked_lm: Optional[MaskedLMHead] = None,
@@ -61,18 +71,18 @@ class BertPretrainer(EncoderHeadModel):
     elif masked_lm.embedding_table is not encoder.get_embedding_table():
       raise ValueError("masked_lm must be tied to this encoder's word "
                        "embeddings (embedding_table=encoder.get_embedding_table())")
-
-    def heads(encoder_outputs, inputs, training):
-      return dict(
-          masked_lm_logits=masked_lm(encoder_outputs["sequence_output"],
-                                     inputs["masked_lm_positions"]),
-          next_sentence_logits=per_example(
-              next_sentence, encoder_outputs["pooled_output"], training),
-          sequence_output=encoder_outputs["sequence_output"],
-          pooled_output=encoder_outputs["pooled_output"])
-
     kwargs.setdefault("name", "bert_pretrainer")
-    super().__init__(encoder, heads, extra_inputs=("masked_lm_positions",),
-                     **kwargs)
+    super().__init__(encoder, **kwargs)
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence
+    self._built_with({})
+
+  def call(self, inputs, training=None):
+    outputs = self._encode(inputs, training)
+    sequence = outputs["sequence_output"]                    # [b, s, h]
+    return dict(
+        masked_lm_logits=self.masked_lm(sequence, inputs["masked_lm_positions"]),
+        next_sentence_logits=per_example(
+            self.next_sentence, outputs["pooled_output"], training),
+        sequence_output=sequence,
+        pooled_output=outputs["pooled_output"])

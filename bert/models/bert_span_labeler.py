@@ -3,12 +3,12 @@
 import tf_keras
 
 from bert.layers.span_head import SpanHead
-from bert.models._base import EncoderHeadModel
+from bert.models._base import EncoderModel
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertSpanLabeler(EncoderHeadModel):
+class BertSpanLabeler(EncoderModel):
   """SQuAD-style span prediction on `sequence_output`.
 
   Inputs: the encoder's dict. Outputs: float32 `start_logits` and
@@ -16,16 +16,26 @@ class BertSpanLabeler(EncoderHeadModel):
   google-research `run_squad.create_model`).
   """
 
-  _head_config = ()
-
   def __init__(self, encoder: EncoderScaffold, **kwargs):
-    head = SpanHead(initializer_range=getattr(
-        getattr(encoder, "config", None), "initializer_range", 0.02), name="span")
-
-    def heads(encoder_outputs, inputs, training):
-      del inputs, training
-      start_logits, end_logits = head(encoder_outputs["sequence_output"])
-      return dict(start_logits=start_logits, end_logits=end_logits)
-
     kwargs.setdefault("name", "bert_span_labeler")
-    super().__init__(encoder, heads, **kwargs)
+    super().__init__(encoder, **kwargs)
+    self.head = SpanHead(initializer_range=getattr(
+        getattr(encoder, "config", None), "initializer_range", 0.02), name="span")
+    self._built_with({self.head: [None, None, self.hidden_size]})
+
+  def call(self, inputs, training=None):
+    sequence = self._encode(inputs, training)["sequence_output"]  # [b, s, h]
+    start_logits, end_logits = self.head(sequence)
+    return dict(start_logits=start_logits, end_logits=end_logits)
+
+  # ---------------------------------------------- Keras training (compile)
+  stat_names = ("loss", "start_accuracy", "end_accuracy")
+  main_output = "start_logits"
+
+  def objective(self, x, y, outputs):
+    """y: {"start_positions", "end_positions"}: int [batch] token indices
+    (0, the [CLS] token, for no answer)."""
+    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    return objectives.span_stats(outputs["start_logits"], outputs["end_logits"],
+                                 y["start_positions"], y["end_positions"],
+                                 x["input_mask"])

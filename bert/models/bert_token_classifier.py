@@ -1,14 +1,16 @@
 """`BertTokenClassifier`: an encoder and a per-token classification head."""
 
+import tensorflow as tf
 import tf_keras
 
 from bert.layers._util import initializer
-from bert.models._base import EncoderHeadModel
+from bert.models._base import EncoderModel
+from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class BertTokenClassifier(EncoderHeadModel):
+class BertTokenClassifier(EncoderModel):
   """Token classification (e.g. NER) on `sequence_output`.
 
   Inputs: the encoder's dict. Output: float32 `logits` [batch, seq,
@@ -16,22 +18,38 @@ class BertTokenClassifier(EncoderHeadModel):
   """
 
   _head_config = ("num_classes", "dropout_rate")
+  preprocessor_class = TokenClassifierPreprocessor
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
-    dropout = tf_keras.layers.Dropout(dropout_rate)
-    dense = tf_keras.layers.Dense(
+    kwargs.setdefault("name", "bert_token_classifier")
+    super().__init__(encoder, **kwargs)
+    self.num_classes = num_classes
+    self.dropout_rate = dropout_rate
+    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.dense = tf_keras.layers.Dense(
         num_classes, name="token_logits",
         kernel_initializer=initializer(getattr(
             getattr(encoder, "config", None), "initializer_range", 0.02)))
-    to_float32 = tf_keras.layers.Activation("linear", dtype="float32")
+    self._built_with({self.dense: [None, None, self.hidden_size]})
 
-    def heads(encoder_outputs, inputs, training):
-      del inputs
-      sequence = encoder_outputs["sequence_output"]          # [b, s, hidden]
-      return dict(logits=to_float32(dense(dropout(sequence, training=training))))
+  def call(self, inputs, training=None):
+    sequence = self._encode(inputs, training)["sequence_output"]  # [b, s, h]
+    logits = self.dense(self.dropout(sequence, training=training))
+    return dict(logits=tf.cast(logits, tf.float32))
 
-    kwargs.setdefault("name", "bert_token_classifier")
-    super().__init__(encoder, heads, **kwargs)
-    self.num_classes = num_classes
-    self.dropout_rate = dropout_rate
+  def export(self, path: str) -> None:
+    """Serving SavedModel: `text` -> `words` (whitespace-split) and `tags`;
+    see `bert.export.export_tagger`."""
+    from bert import export  # pylint: disable=g-import-not-at-top
+    pre = self._needs_preprocessor("export")
+    export.export_tagger(self, path, pre.vocabulary, pre.lower_case,
+                         pre.seq_length, pre.labels)
+
+  # ---------------------------------------------- Keras training (compile)
+  stat_names = ("loss", "accuracy")
+
+  def objective(self, x, y, outputs):
+    """y: int label ids [batch, seq], -1 where no tag is predicted."""
+    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    return objectives.token_stats(outputs["logits"], y)

@@ -64,6 +64,27 @@ class BertEncoder(EncoderScaffold):
   def config(self) -> BertConfig:
     return self._bert_config
 
+  @classmethod
+  def from_pretrained(cls, source, *, seq_length: int = 128) -> "BertEncoder":
+    """The encoder of `source` (a checkpoint folder of any format
+    `bert.checkpoints.load` reads, or a preset name) with its weights, and
+    `encoder.preprocessor`: strings (or a pair of string tensors) -> its
+    inputs, with the checkpoint's vocabulary and casing:
+
+      encoder = BertEncoder.from_pretrained("all_minilm_l6_v2")
+      encoder(encoder.preprocessor(tf.constant(["a sentence"])))
+    """
+    from bert import checkpoints  # pylint: disable=g-import-not-at-top
+    from bert.models.preprocessors import (  # pylint: disable=g-import-not-at-top
+        TextClassifierPreprocessor)
+    ckpt = checkpoints.load(source)
+    # Not a tracked layer of the encoder: saving the encoder saves the
+    # encoder alone, as before.
+    object.__setattr__(ckpt.encoder, "preprocessor",
+                       TextClassifierPreprocessor.from_checkpoint(
+                           ckpt, seq_length=seq_length))
+    return ckpt.encoder
+
   def get_config(self):
     return dict(config=self._bert_config.to_dict(),
                 return_attention_probs=self._scaffold_config[

@@ -1,15 +1,17 @@
 """`EncoderScaffold`: an embedding network, N transformer blocks and a pooler."""
 
-import inspect
 from typing import Any, Dict, Optional, Union
 
 import tensorflow as tf
 import tf_keras
 
+from bert.layers._util import build_sublayer, initializer
 from bert.layers.self_attention_mask import SelfAttentionMask
 
-_INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-# Keys that select the packed-sequence path (see `EncoderScaffold.call`).
+# The TF Hub BERT encoder inputs.
+INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+# Optional inputs of packed rows (several examples per row, see
+# `bert.data.packing`).
 PACKED_KEYS = ("input_positions", "attention_mask", "cls_positions")
 
 
@@ -26,25 +28,38 @@ def _registered_name(cls):
   return tf_keras.utils.get_registered_name(cls)
 
 
-class PackedInputsModel(tf_keras.Model):
-  """A functional model whose `call` also takes packed batches, which carry
-  keys outside the functional inputs: Keras' input-spec check against those
-  inputs is off, and `call` does the checking itself."""
+def encoder_inputs(inputs: Dict[str, Any], where: str) -> Dict[str, tf.Tensor]:
+  """The encoder's entries of a model input dict, as int32 tensors.
 
-  @property
-  def input_spec(self):
-    return None
-
-  @input_spec.setter
-  def input_spec(self, value):
-    del value
+  Plain rows need all of `INPUT_KEYS`; packed rows (with `input_positions`,
+  `attention_mask` or `cls_positions`) need `input_word_ids` and
+  `input_mask` or `attention_mask`. Raises a ValueError naming `where` and
+  the missing keys otherwise.
+  """
+  if not isinstance(inputs, dict):
+    raise ValueError(f"{where} expects a dict with keys {list(INPUT_KEYS)}; "
+                     f"got {type(inputs).__name__}")
+  packed = any(k in inputs for k in PACKED_KEYS)
+  if packed:
+    missing = [k for k in ("input_word_ids",) if k not in inputs]
+    if "input_mask" not in inputs and "attention_mask" not in inputs:
+      missing.append("input_mask (or attention_mask)")
+  else:
+    missing = [k for k in INPUT_KEYS if k not in inputs]
+  if missing:
+    raise ValueError(
+        f"{where} expects a dict with keys {list(INPUT_KEYS)} (packed rows: "
+        f"{list(PACKED_KEYS)} too); missing {missing}, got {sorted(inputs)}")
+  # Full attention masks keep their dtype; the ids become int32.
+  return {k: (v if k == "attention_mask" else tf.cast(v, tf.int32))
+          for k, v in inputs.items() if k in INPUT_KEYS + PACKED_KEYS}
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class EncoderScaffold(PackedInputsModel):
+class EncoderScaffold(tf_keras.Model):
   """A transformer encoder with pluggable embedding and block classes.
 
-  A tf_keras functional model:
+  `call(inputs, training=None, pooled_only=False)`:
     inputs  {input_word_ids, input_mask, input_type_ids}: int32 [batch, seq]
     outputs {sequence_output [batch, seq, hidden],
              pooled_output [batch, hidden] (dense + tanh on the first token),
@@ -53,20 +68,20 @@ class EncoderScaffold(PackedInputsModel):
                return_attention_probs=True)}
   Sequence length is dynamic.
 
-  Packed sequences (several examples per row, see `bert.data.packing`):
-  calling the model with a dict that also holds `input_positions`
-  [batch, seq] (each example's positions restart at 0) runs the same layers
-  with those position ids; `input_mask` then holds each token's 1-based
-  example index within its row (0 = padding) and attention is block-diagonal,
-  so examples never see each other. A full 0/1 `attention_mask`
-  [batch, seq, seq] may be given instead. With `cls_positions` [batch, k]
-  (each example's first token), `pooled_output` is per example:
-  [batch, k, hidden].
+  Optional inputs, all on the same forward pass:
+    input_positions [batch, seq]: packed rows (several examples per row, see
+      `bert.data.packing`), each example's positions restarting at 0;
+      `input_mask` then holds each token's 1-based example index within its
+      row (0 = padding) and attention is block-diagonal, so examples never
+      see each other.
+    attention_mask [batch, seq, seq]: a full 0/1 mask in place of the one
+      made from `input_mask`.
+    cls_positions [batch, k]: each packed example's first token; the pooled
+      output is then per example, [batch, k, hidden].
 
-  `pooled(inputs)` returns only `pooled_output`, the same values, computing
-  the last block for the pooled tokens alone (see
-  `TransformerEncoderBlock`'s `output_positions`); sentence-level models
-  (classification, multiple choice) call it.
+  `pooled_only=True` returns only {"pooled_output"}, the same values, with
+  the last block computing the pooled tokens alone (its `output_positions`):
+  sentence-level models (classification, multiple choice) need no more.
 
   Args:
     embedding_cls: layer class (or registered name) called as
@@ -74,9 +89,13 @@ class EncoderScaffold(PackedInputsModel):
       and returning [batch, seq, hidden].
     embedding_cfg: keyword arguments of `embedding_cls`.
     block_cls: layer class (or registered name) called as
-      `block(x, attention_mask=..., training=..., return_attention_probs=...)`.
+      `block(x, attention_mask=..., training=..., return_attention_probs=...,
+      output_positions=...)`; with `output_positions` [batch, k] it returns
+      those rows only, [batch, k, hidden].
     block_cfg: keyword arguments of `block_cls`.
     num_layers: number of blocks.
+    hidden_size: the width of the blocks' outputs; default
+      `embedding_cfg["hidden_size"]`.
     initializer_range: stddev of the pooler's initializer.
     return_attention_probs: also output every block's attention probabilities.
   """
@@ -87,79 +106,87 @@ class EncoderScaffold(PackedInputsModel):
                block_cls: Union[str, type],
                block_cfg: Dict[str, Any],
                num_layers: int,
+               hidden_size: Optional[int] = None,
                initializer_range: float = 0.02,
                return_attention_probs: bool = False,
                **kwargs):
+    super().__init__(**kwargs)
+    hidden_size = hidden_size or embedding_cfg.get("hidden_size")
+    if not hidden_size:
+      raise ValueError("EncoderScaffold: set hidden_size (embedding_cfg has "
+                       "no 'hidden_size')")
     embedding_cls = _resolve(embedding_cls)
     block_cls = _resolve(block_cls)
-    embedding_layer = embedding_cls(**embedding_cfg, name="embeddings")
-    mask_layer = SelfAttentionMask(name="self_attention_mask")
-    blocks = [block_cls(**block_cfg, name=f"transformer/layer_{i}")
-              for i in range(num_layers)]
-    # The pooler is built on first call, when the hidden width is known.
-    pooler = _LazyPooler(initializer_range)
-    layers = _Layers(embedding_layer, mask_layer, blocks, pooler)
-
-    inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
-              for k in _INPUT_KEYS}
-    outputs = _encode(layers, inputs, None, return_attention_probs)
-    super().__init__(inputs=inputs, outputs=outputs, **kwargs)
-
-    self._layers_bundle = layers
+    self.embedding_layer = embedding_cls(**embedding_cfg, name="embeddings")
+    self.mask_layer = SelfAttentionMask(name="self_attention_mask")
+    self.transformer_layers = [block_cls(**block_cfg, name=f"transformer/layer_{i}")
+                               for i in range(num_layers)]
+    self.pooler_layer = tf_keras.layers.Dense(
+        hidden_size, activation="tanh",
+        kernel_initializer=initializer(initializer_range), name="pooler")
+    self.hidden_size = hidden_size
+    self.return_attention_probs = return_attention_probs
     self._scaffold_config = dict(
         embedding_cls=_registered_name(embedding_cls),
         embedding_cfg=dict(embedding_cfg),
         block_cls=_registered_name(block_cls),
         block_cfg=dict(block_cfg),
         num_layers=num_layers,
+        hidden_size=hidden_size,
         initializer_range=initializer_range,
         return_attention_probs=return_attention_probs)
+    # Every weight exists from construction on (checkpoints load into a
+    # fresh encoder), and a SavedModel traces the plain TF Hub inputs.
+    build_sublayer(self.embedding_layer, None)
+    for block in self.transformer_layers:
+      build_sublayer(block, [None, None, hidden_size])
+    build_sublayer(self.pooler_layer, [None, hidden_size])
+    self.built = True
+    self._set_save_spec({k: tf.TensorSpec([None, None], tf.int32, name=k)
+                         for k in INPUT_KEYS})
 
-  # ------------------------------------------------------------------ call
-  def call(self, inputs, training=None, mask=None):
-    if self._check_inputs(inputs):
-      return _encode(self._layers_bundle, inputs, training,
-                     self._scaffold_config["return_attention_probs"])
-    return super().call(inputs, training=training, mask=mask)
-
-  def pooled(self, inputs, training=None):
-    """{"pooled_output": [batch, hidden] (or [batch, k, hidden] for packed
-    rows)}, as `self(inputs)` gives it, with the last block run for the
-    pooled tokens only."""
-    self._check_inputs(inputs)
-    return _encode(self._layers_bundle, inputs, training, False,
-                   pooled_only=True)
-
-  def _check_inputs(self, inputs) -> bool:
-    """Raises unless `inputs` is a dict of the encoder's inputs; True for
-    packed inputs."""
-    if isinstance(inputs, dict) and any(k in inputs for k in PACKED_KEYS):
-      return True
-    if not isinstance(inputs, dict) or any(k not in inputs for k in _INPUT_KEYS):
-      got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-      raise ValueError(f"{self.name} expects a dict with keys "
-                       f"{list(_INPUT_KEYS)} (or the packed keys "
-                       f"{list(PACKED_KEYS)} in place of input_mask); got {got}")
-    return False
-
-  # --------------------------------------------------------------- access
-  @property
-  def embedding_layer(self):
-    return self._layers_bundle.embedding
-
-  @property
-  def transformer_layers(self):
-    return list(self._layers_bundle.blocks)
-
-  @property
-  def pooler_layer(self):
-    return self._layers_bundle.pooler.dense
+  def call(self, inputs, training=None, pooled_only=False):
+    inputs = encoder_inputs(inputs, self.name)
+    word_ids = inputs["input_word_ids"]                      # [batch, seq]
+    mask = self.mask_layer(input_mask=inputs.get("input_mask"),
+                           attention_mask=inputs.get("attention_mask"),
+                           packed="input_positions" in inputs)
+    x = self.embedding_layer(word_ids,
+                             input_type_ids=inputs.get("input_type_ids"),
+                             input_positions=inputs.get("input_positions"),
+                             training=training)              # [batch, seq, hidden]
+    cls_positions = inputs.get("cls_positions")              # [batch, k] or None
+    if cls_positions is None:
+      cls_positions = tf.zeros([tf.shape(word_ids)[0], 1], tf.int32)
+    blocks = self.transformer_layers
+    encoder_outputs, attention_probs = [], []
+    for i, block in enumerate(blocks):
+      last = i == len(blocks) - 1
+      x = block(x, attention_mask=mask, training=training,
+                return_attention_probs=self.return_attention_probs and not pooled_only,
+                # Only the pooled rows of the last block, when only they are used.
+                output_positions=cls_positions if last and pooled_only else None)
+      if self.return_attention_probs and not pooled_only:
+        x, probs = x
+        attention_probs.append(probs)
+      encoder_outputs.append(x)
+    # Every example's first token: [batch, k, hidden].
+    first = x if pooled_only else tf.gather(x, cls_positions, batch_dims=1)
+    if "cls_positions" not in inputs:
+      first = first[:, 0, :]                                  # [batch, hidden]
+    pooled_output = self.pooler_layer(first)
+    if pooled_only:
+      return dict(pooled_output=pooled_output)
+    outputs = dict(sequence_output=x, pooled_output=pooled_output,
+                   encoder_outputs=encoder_outputs)
+    if self.return_attention_probs:
+      outputs["attention_probs"] = attention_probs
+    return outputs
 
   def get_embedding_table(self):
     """The word-embedding table [vocab, width], to tie output layers to."""
     return self.embedding_layer.word_embeddings
 
-  # -------------------------------------------------------- serialisation
   def get_config(self):
     config = dict(self._scaffold_config)
     config["name"] = self.name
@@ -168,88 +195,3 @@ class EncoderScaffold(PackedInputsModel):
   @classmethod
   def from_config(cls, config, custom_objects=None):
     return cls(**config)
-
-
-class _Layers:
-  """The layers one forward pass uses, shared by the functional graph and
-  the packed-input path so both run the very same code."""
-
-  def __init__(self, embedding, mask, blocks, pooler):
-    self.embedding = embedding
-    self.mask = mask
-    self.blocks = blocks
-    self.pooler = pooler
-
-
-class _LazyPooler:
-  """Dense + tanh on the first token, sized from the first input it sees."""
-
-  def __init__(self, initializer_range):
-    self.initializer_range = initializer_range
-    self.dense: Optional[tf_keras.layers.Dense] = None
-
-  def __call__(self, first_token):
-    if self.dense is None:
-      self.dense = tf_keras.layers.Dense(
-          first_token.shape[-1], activation="tanh",
-          kernel_initializer=tf_keras.initializers.TruncatedNormal(
-              stddev=self.initializer_range),
-          name="pooler")
-    return self.dense(first_token)
-
-
-def _takes_output_positions(block) -> bool:
-  return "output_positions" in inspect.signature(block.call).parameters
-
-
-def _encode(layers: _Layers, inputs, training, return_attention_probs,
-            pooled_only=False):
-  """The forward pass: embeddings -> blocks -> pooler. `pooled_only`: just
-  {"pooled_output"}, with the last block computing the pooled rows alone
-  (when its class supports `output_positions`)."""
-  if not isinstance(inputs, dict) or "input_word_ids" not in inputs:
-    raise ValueError("encoder inputs must be a dict with at least "
-                     "'input_word_ids'; got "
-                     f"{sorted(inputs) if isinstance(inputs, dict) else type(inputs)}")
-  word_ids = inputs["input_word_ids"]
-  mask = layers.mask(input_mask=inputs.get("input_mask"),
-                     attention_mask=inputs.get("attention_mask"),
-                     packed="input_positions" in inputs)
-  x = layers.embedding(word_ids, input_type_ids=inputs.get("input_type_ids"),
-                       input_positions=inputs.get("input_positions"),
-                       training=training)
-  packed_cls = inputs.get("cls_positions")
-  blocks = list(layers.blocks)
-  if pooled_only and _takes_output_positions(blocks[-1]):
-    # [batch, k]: every example's first token (k = 1 unless packed).
-    positions = (packed_cls if packed_cls is not None
-                 else tf.zeros([tf.shape(word_ids)[0], 1], tf.int32))
-    for block in blocks[:-1]:
-      x = block(x, attention_mask=mask, training=training)
-    first = blocks[-1](x, attention_mask=mask, training=training,
-                       output_positions=positions)          # [batch, k, hidden]
-    if packed_cls is None:
-      first = first[:, 0, :]
-    return dict(pooled_output=layers.pooler(first))
-  encoder_outputs, attention_probs = [], []
-  for block in blocks:
-    if return_attention_probs:
-      x, probs = block(x, attention_mask=mask, training=training,
-                       return_attention_probs=True)
-      attention_probs.append(probs)
-    else:
-      x = block(x, attention_mask=mask, training=training)
-    encoder_outputs.append(x)
-  if packed_cls is not None:
-    # Every packed example's first token: [batch, k, hidden].
-    first = tf.gather(x, packed_cls, batch_dims=1)
-  else:
-    first = x[:, 0, :]                                    # [batch, hidden]
-  if pooled_only:
-    return dict(pooled_output=layers.pooler(first))
-  pooled_output = layers.pooler(first)
-  outputs = dict(sequence_output=x, pooled_output=pooled_output,
-                 encoder_outputs=encoder_outputs)
-  if return_attention_probs:
-    outputs["attention_probs"] = attention_probs
-  return outputs

@@ -17,7 +17,9 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_classifier import BertClassifier
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import example_weights, softmax_stats
+from bert.tasks.base import example_weights
+from bert.models.preprocessors import TextClassifierPreprocessor
+from bert.tasks.objectives import classification_stats
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.metrics import classification_metrics, regression_metrics
 
@@ -118,6 +120,12 @@ class ClassificationTask(FinetuningTask):
     return out
 
   # ----------------------------------------------------------------- model
+  def preprocessor(self):
+    pairs = (self.layout.text_b is not None if self.layout is not None
+             else self.columns[1] is not None)
+    return TextClassifierPreprocessor(labels=self.labels, text_pairs=pairs,
+                                      **self._preprocessor_args())
+
   def build_model(self):
     return BertClassifier(BertEncoder(self.config), self.num_classes,
                           dropout_rate=self.dropout_rate)
@@ -128,13 +136,9 @@ class ClassificationTask(FinetuningTask):
   def compute_stats(self, features, outputs):
     # logits [b, classes], or [b, k, classes] for packed rows (label [b, k];
     # empty slots weigh 0).
-    logits = outputs["logits"]
-    weights = example_weights(features, features["label"])
-    if self.regression:
-      error = logits[..., 0] - tf.cast(features["label"], tf.float32)
-      return dict(loss=(tf.reduce_sum(tf.square(error) * weights),
-                        tf.reduce_sum(weights)))
-    return softmax_stats(logits, features["label"], weights)
+    return classification_stats(
+        outputs["logits"], features["label"],
+        example_weights(features, features["label"]), self.regression)
 
   def eval_outputs(self, features, outputs):
     return dict(logits=outputs["logits"], label=features["label"])

@@ -209,6 +209,17 @@ class FinetuningTask(Task):
     if self._init_weights is not None:
       model.encoder.set_weights(self._init_weights)
 
+  def preprocessor(self):
+    """The `preprocessor` of this task's model on the Keras path (raw inputs
+    -> model inputs, outputs -> predictions), with this task's vocabulary,
+    casing, seq_length and labels; None where the model has none."""
+    return None
+
+  def _preprocessor_args(self):
+    return dict(vocabulary=self.tokenizer.vocab,
+                lower_case=self.tokenizer.lower_case,
+                seq_length=self.seq_length, length_buckets=self.length_buckets)
+
   def model_inputs(self, features):
     # Packed rows also carry their position ids and example starts.
     return {k: features[k] for k in ("input_word_ids", "input_mask",

@@ -25,6 +25,7 @@ from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
 from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.objectives import span_stats
 
 
 @gin.configurable
@@ -107,18 +108,9 @@ class QuestionAnsweringTask(FinetuningTask):
     return dict(loss=tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32))
 
   def compute_stats(self, features, outputs):
-    n = tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32)
-    # Positions past the real tokens can never be answers.
-    mask = tf.cast(features["input_mask"], tf.float32)
-    total, accuracies = 0.0, {}
-    for name in ("start", "end"):
-      logits = outputs[f"{name}_logits"] + (1.0 - mask) * -10000.0
-      labels = tf.cast(features[f"{name}_positions"], tf.int32)
-      total += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-          labels=labels, logits=logits))
-      accuracies[f"{name}_accuracy"] = (tf.reduce_sum(tf.cast(tf.equal(
-          tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)), n)
-    return dict(loss=(total / 2.0, n), **accuracies)
+    return span_stats(outputs["start_logits"], outputs["end_logits"],
+                      features["start_positions"], features["end_positions"],
+                      features["input_mask"])
 
   def eval_outputs(self, features, outputs):
     # Cut batches: padded back to seq_length with scores no span can use.

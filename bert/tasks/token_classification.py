@@ -18,7 +18,8 @@ from seqeval import metrics as seqeval_metrics
 from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import softmax_stats
+from bert.models.preprocessors import TokenClassifierPreprocessor
+from bert.tasks.objectives import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
 from bert.tasks.finetuning import FinetuningTask
 
@@ -87,20 +88,20 @@ class TokenClassificationTask(FinetuningTask):
     return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
                                      self.labels)
 
+  def preprocessor(self):
+    return TokenClassifierPreprocessor(labels=self.labels,
+                                       **self._preprocessor_args())
+
   def build_model(self):
     return BertTokenClassifier(BertEncoder(self.config), len(self.labels),
                                dropout_rate=self.dropout_rate)
 
-  def _weights(self, features):
-    return tf.cast(features["label_ids"] >= 0, tf.float32)
-
   def loss_denominators(self, features):
-    return dict(loss=tf.reduce_sum(self._weights(features)))
+    return dict(loss=tf.reduce_sum(token_weights(features["label_ids"])))
 
   def compute_stats(self, features, outputs):
     # logits [b, s, labels]; ignored positions (label -1) weigh 0.
-    labels = tf.maximum(tf.cast(features["label_ids"], tf.int32), 0)
-    return softmax_stats(outputs["logits"], labels, self._weights(features))
+    return token_stats(outputs["logits"], features["label_ids"])
 
   def eval_outputs(self, features, outputs):
     predicted = tf.argmax(outputs["logits"], -1, output_type=tf.int32)

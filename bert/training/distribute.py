@@ -7,14 +7,15 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def get_strategy(name: str = "mirrored",
+def get_strategy(name: str = "auto",
                  tpu: Optional[str] = None) -> tf.distribute.Strategy:
   """The strategy called `name` (one of STRATEGIES).
 
+  `auto`: `mirrored` when more than one GPU is visible, else `one_device`.
   `one_device`: the first GPU, else the CPU. `mirrored`: all local GPUs (or
   the CPU). `multi_worker_mirrored`: the workers of the TF_CONFIG environment
   variable (each process runs the same command with its own task index).
@@ -22,6 +23,9 @@ def get_strategy(name: str = "mirrored",
   """
   if name not in STRATEGIES:
     raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
+  if name == "auto":
+    name = ("mirrored" if len(tf.config.list_logical_devices("GPU")) > 1
+            else "one_device")
   if name == "one_device":
     gpus = tf.config.list_logical_devices("GPU")
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")

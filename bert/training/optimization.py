@@ -32,6 +32,14 @@ from official.modeling.optimization import legacy_adamw
 from official.modeling.optimization import optimizer_factory
 from official.modeling.optimization.configs import optimization_config
 
+from official.modeling.optimization import lr_schedule
+
+# Model Garden's schedules are plain Keras schedules without a registered
+# name; registered here, a saved model's optimizer loads back
+# (`tf_keras.models.load_model`) without custom_objects.
+for _schedule in (lr_schedule.PolynomialDecayWithOffset, lr_schedule.LinearWarmup):
+  tf_keras.utils.get_custom_objects().setdefault(_schedule.__name__, _schedule)
+
 OPTIMIZERS = ("adamw", "lamb")
 # Substrings of variable names exempt from weight decay: every LayerNorm
 # weight and every bias (our layers name LayerNorm weights "layer_norm/...").
@@ -58,12 +66,22 @@ class AdamWeightDecay(legacy_adamw.AdamWeightDecay):
 @gin.configurable
 @dataclasses.dataclass
 class OptimizerConfig:
-  """Optimiser, schedule and clipping of a training run."""
+  """Optimiser, schedule and clipping of a training run.
+
+  The defaults are BERT's fine-tuning recipe, the one recipe of this
+  library: AdamW (epsilon on the bias-corrected second moment, see
+  `AdamWeightDecay`), lr 5e-5, weight decay 0.01 except LayerNorm weights
+  and biases, linear warmup over the first 10% of the steps, then linear
+  decay to 0 at `num_train_steps`, global-norm clipping to 1.0.
+  `Model.compile()` of the task models, `run_experiment` and `bert-train`
+  all start from these defaults; the gin configs state only what differs
+  (pre-training's rates and warmup, SWAG's 2e-5).
+  """
   optimizer: str = "adamw"
-  learning_rate: float = 1e-4
+  learning_rate: float = 5e-5
   num_train_steps: Optional[int] = None   # decay end; None = the run's steps
-  warmup_steps: int = 0
-  warmup_fraction: Optional[float] = None   # overrides warmup_steps
+  warmup_steps: Optional[int] = None      # None: warmup_fraction of the steps
+  warmup_fraction: float = 0.1
   end_learning_rate: float = 0.0
   power: float = 1.0                  # polynomial decay power; 1 = linear
   weight_decay: float = 0.01
@@ -83,23 +101,30 @@ class OptimizerConfig:
     if self.num_train_steps is not None and self.num_train_steps < 1:
       raise ValueError("OptimizerConfig.num_train_steps must be >= 1, got "
                        f"{self.num_train_steps}")
-    if self.warmup_steps < 0 or (self.num_train_steps is not None and
-                                 self.warmup_steps > self.num_train_steps):
+    if self.warmup_steps is not None and (
+        self.warmup_steps < 0 or (self.num_train_steps is not None and
+                                  self.warmup_steps > self.num_train_steps)):
       raise ValueError(f"OptimizerConfig.warmup_steps={self.warmup_steps} must "
                        f"be in [0, num_train_steps={self.num_train_steps}]")
-    if self.warmup_fraction is not None and not 0 <= self.warmup_fraction <= 1:
+    if not 0 <= self.warmup_fraction <= 1:
       raise ValueError("OptimizerConfig.warmup_fraction must be in [0, 1], got "
                        f"{self.warmup_fraction}")
     self.no_decay = tuple(self.no_decay)
+
+  def with_steps(self, num_train_steps: int) -> "OptimizerConfig":
+    """This config for a run of `num_train_steps` (unless already set), with
+    the warmup in steps."""
+    steps = self.num_train_steps or num_train_steps
+    warmup = (self.warmup_steps if self.warmup_steps is not None
+              else int(self.warmup_fraction * steps))
+    return dataclasses.replace(self, num_train_steps=steps, warmup_steps=warmup)
 
 
 def build_optimizer(config: OptimizerConfig):
   """A tf_keras (legacy) optimiser with the schedule of `config`."""
   if config.num_train_steps is None:
     raise ValueError("OptimizerConfig.num_train_steps is not set")
-  if config.warmup_fraction is not None:
-    config = dataclasses.replace(config, warmup_steps=int(
-        config.warmup_fraction * config.num_train_steps))
+  config = config.with_steps(config.num_train_steps)
   # The decay starts where the warmup ends (offset), from the full rate.
   params = dict(
       learning_rate=dict(type="polynomial", polynomial=dict(

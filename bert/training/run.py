@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import gin
 import orbit
@@ -41,7 +41,7 @@ class RuntimeConfig:
   eval_interval: int = 1000           # steps, for train_and_eval
   grad_accumulation_steps: int = 1
   max_skipped_steps: int = 20         # mixed_float16 overflow steps in a row
-  strategy: str = "mirrored"
+  strategy: str = "auto"              # one_device unless >1 GPU is visible
   tpu: Optional[str] = None
   mixed_precision: str = "float32"
   jit_compile: bool = False
@@ -207,8 +207,13 @@ def _floats(d):
 def run_experiment(task: Task, model_dir: str, mode: str = "train",
                    runtime: Optional[RuntimeConfig] = None,
                    optimizer_config: Optional[OptimizerConfig] = None,
-                   log_fn=print) -> Dict[str, float]:
-  """Trains and/or evaluates `task`; returns the last metrics.
+                   log_fn=print) -> Tuple[tf_keras.Model, Dict[str, float]]:
+  """Trains and/or evaluates `task`; returns (the model, the last metrics).
+
+  The model holds the newest weights and, for tasks with a Keras-path
+  preprocessor (classification, tagging), `model.preprocessor`: so
+  `model.predict` takes raw inputs and `model.export(path)` writes the
+  serving SavedModel that `bert-export` writes for a `bert-train` run.
 
   Resumes from the newest checkpoint in `model_dir` if there is one, else
   calls `task.initialize(model)` (e.g. load a pre-trained encoder).
@@ -223,10 +228,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   runtime = runtime or RuntimeConfig()
   if runtime.train_steps is None:
     runtime = dataclasses.replace(runtime, train_steps=task.num_train_steps())
-  optimizer_config = optimizer_config or OptimizerConfig()
-  if optimizer_config.num_train_steps is None:
-    optimizer_config = dataclasses.replace(
-        optimizer_config, num_train_steps=runtime.train_steps)
+  optimizer_config = (optimizer_config or OptimizerConfig()).with_steps(
+      runtime.train_steps)
   _check_model_dir(model_dir)
   strategy = _setup(runtime)
   chief = distribute.is_chief(strategy)
@@ -240,6 +243,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
 
   with strategy.scope():
     model = task.build_model()
+    if getattr(model, "preprocessor", False) is None and hasattr(task, "preprocessor"):
+      model.attach_preprocessor(task.preprocessor())
     optimizer = build_optimizer(optimizer_config)
     if runtime.mixed_precision == "mixed_float16":
       optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
@@ -271,7 +276,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     path = task.predict(model, model_dir)
     if log_fn:
       log_fn(f"predictions of {latest} written to {path}")
-    return {}
+    return model, {}
   trainer = Trainer(task, model, optimizer, strategy,
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,
@@ -310,10 +315,10 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     with stop:
       if mode == "train":
         controller.train(steps=runtime.train_steps)   # saves at completion
-        return trainer.last_train_results
+        return model, trainer.last_train_results
       if mode == "eval":
-        return _floats(controller.evaluate(steps=runtime.eval_steps))
-      return _floats(controller.train_and_evaluate(
+        return model, _floats(controller.evaluate(steps=runtime.eval_steps))
+      return model, _floats(controller.train_and_evaluate(
           train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
           eval_interval=runtime.eval_interval))
   except NonFiniteLossError as e:
@@ -324,7 +329,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     if log_fn:
       log_fn(f"stopped at step {e.step}: checkpoint saved in {model_dir}; run "
              "the same command to resume")
-    return dict(trainer.last_train_results, stopped_at_step=float(e.step))
+    return model, dict(trainer.last_train_results, stopped_at_step=float(e.step))
   finally:
     if not chief:
       shutil.rmtree(ckpt_dir, ignore_errors=True)

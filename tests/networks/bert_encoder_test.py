@@ -179,7 +179,7 @@ def test_pooled_equals_full_pass_values_and_gradients(norm_first):
   for inputs in (plain, packed):
     values = []
     for run in (lambda x: encoder(x)["pooled_output"],
-                lambda x: encoder.pooled(x)["pooled_output"]):
+                lambda x: encoder(x, pooled_only=True)["pooled_output"]):
       with tf.GradientTape() as tape:
         pooled = run(inputs)
         loss = tf.reduce_sum(tf.tanh(pooled * weights))
@@ -190,7 +190,7 @@ def test_pooled_equals_full_pass_values_and_gradients(norm_first):
       # fp32 sums in another order: 1e-5 relative to the largest value.
       scale = max(1.0, float(np.abs(full).max()))
       assert max_abs_diff(full, fast) <= 1e-5 * scale
-  assert set(encoder.pooled(plain)) == {"pooled_output"}
+  assert set(encoder(plain, pooled_only=True)) == {"pooled_output"}
 
 
 def test_too_long_and_missing_inputs_are_clear_errors():

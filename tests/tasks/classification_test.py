@@ -50,7 +50,7 @@ def test_classification_learns_and_predicts(tmp_path):
   task = make_task(tmp_path)
   assert task.num_train_steps() == 64          # 256 * 4 / 16
   lines = []
-  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+  _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=16, strategy="one_device"),
                            OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),
                            log_fn=lines.append)
@@ -70,7 +70,7 @@ def test_classification_learns_and_predicts(tmp_path):
 
 def test_regression_learns(tmp_path):
   task = make_task(tmp_path, regression=True, epochs=8)
-  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+  _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=16, strategy="one_device"),
                            OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),
                            log_fn=None)

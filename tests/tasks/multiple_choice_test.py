@@ -91,7 +91,7 @@ def test_multiple_choice_learns_and_predicts(tmp_path):
       bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
       vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True,
       seq_length=24, global_batch_size=8, num_train_epochs=4)
-  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+  _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=20, strategy="one_device"),
                            OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),
                            log_fn=None)

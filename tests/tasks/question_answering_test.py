@@ -152,7 +152,7 @@ def test_task_trains_evaluates_and_writes_predictions(tmp_path):
       eval_batch_size=64)
   held_out = task.examples("eval")
   assert 0 < len(held_out) < 10570 * 0.1
-  results = run_experiment(task, str(tmp_path), "train_and_eval",
+  _, results = run_experiment(task, str(tmp_path), "train_and_eval",
                            RuntimeConfig(train_steps=4, steps_per_loop=4,
                                          strategy="one_device"),
                            OptimizerConfig(learning_rate=1e-3), log_fn=None)

@@ -109,7 +109,7 @@ def test_token_classification_learns_and_predicts(tmp_path):
       vocab_file=vocab(), do_lower_case=True, seq_length=32,
       global_batch_size=16, num_train_epochs=5)
   assert task.labels == ["O", "B-location", "B-person", "I-person"]
-  results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
+  _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=20, strategy="one_device"),
                            OptimizerConfig(learning_rate=3e-3, warmup_fraction=0.1),
                            log_fn=None)

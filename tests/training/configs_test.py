@@ -80,3 +80,21 @@ def test_cli_help_lists_flags():
   for flag in ("--gin_file", "--gin_param", "--mode", "--model_dir",
                "--strategy", "--mixed_precision", "--jit_compile"):
     assert flag in out
+
+
+def test_fine_tuning_configs_use_the_one_recipe():
+  """The recipe lives in OptimizerConfig's defaults (what Model.compile()
+  uses too); the fine-tuning gin files restate none of it and differ only
+  where the paper does (SWAG's 2e-5)."""
+  recipe = OptimizerConfig()
+  assert (recipe.optimizer, recipe.learning_rate, recipe.warmup_fraction,
+          recipe.weight_decay, recipe.clip_norm) == ("adamw", 5e-5, 0.1, 0.01, 1.0)
+  assert RuntimeConfig().strategy == "auto"
+  names = [os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin"))
+           if not os.path.basename(p).startswith("pretrain")]
+  assert len(names) >= 13
+  for name in names:
+    _, runtime, opt = parse(name, f"INIT_CHECKPOINT = '{minilm_dir()}'")
+    expected = recipe if name != "swag.gin" else OptimizerConfig(learning_rate=2e-5)
+    assert opt == expected, name
+    assert runtime.strategy == "auto", name

@@ -29,7 +29,7 @@ def make_task(records, dropout=0.0, batch=8, cls=PretrainingTask):
 def train(task, model_dir, steps=3, log_fn=None, **runtime):
   runtime = RuntimeConfig(**dict(dict(train_steps=steps, steps_per_loop=steps,
                                       strategy="one_device", seed=1), **runtime))
-  out = run_experiment(task, str(model_dir), "train", runtime,
+  _, out = run_experiment(task, str(model_dir), "train", runtime,
                        OptimizerConfig(learning_rate=1e-3, warmup_steps=1),
                        log_fn=log_fn)
   return out, model_weights(str(model_dir))
@@ -65,7 +65,7 @@ def test_training_lowers_the_loss_and_evaluates(records, tmp_path):
   runtime = RuntimeConfig(train_steps=60, steps_per_loop=20, eval_interval=60,
                           eval_steps=4, strategy="mirrored", seed=1)
   lines = []
-  results = run_experiment(task, str(tmp_path), "train_and_eval", runtime,
+  _, results = run_experiment(task, str(tmp_path), "train_and_eval", runtime,
                            OptimizerConfig(learning_rate=2e-3, warmup_steps=5),
                            log_fn=lines.append)
   first = float(lines[0].split("| loss ")[1].split()[0])
@@ -85,7 +85,7 @@ def test_training_lowers_the_loss_and_evaluates(records, tmp_path):
   assert {"loss", "learning_rate", "examples_per_second",
           "masked_lm_accuracy"} <= tags
   # Eval mode alone restores the final checkpoint and gives the same metrics.
-  again = run_experiment(task, str(tmp_path), "eval", runtime, log_fn=None)
+  _, again = run_experiment(task, str(tmp_path), "eval", runtime, log_fn=None)
   assert abs(again["loss"] - results["loss"]) < 1e-4
 
 
@@ -226,7 +226,7 @@ def test_adamw_update_equals_algorithm_1_with_decoupled_weight_decay():
   lr, eps, wd = 1e-3, 1e-6, 0.01
   opt = build_optimizer(OptimizerConfig(learning_rate=lr, num_train_steps=1000,
                                         epsilon=eps, weight_decay=wd,
-                                        end_learning_rate=lr))
+                                        end_learning_rate=lr, warmup_steps=0))
   w = tf.Variable(w0, name="dense/kernel")
   b = tf.Variable(b0, name="dense/bias")
   for gw, gb in grads:

@@ -1,0 +1,309 @@
+"""Task preprocessors: what a task model built by `from_pretrained` carries as
+`model.preprocessor`, so `fit`, `evaluate` and `predict` take raw inputs.
+
+A preprocessor holds the checkpoint's vocabulary and casing and the
+`seq_length`; it turns a task's raw inputs into the model's int inputs (the
+same ids and packing as the task classes and `bert-train`: one tokenizer,
+`bert.data.Tokenizer`, run in-graph over batches), builds the `tf.data`
+pipeline over them (shuffled per epoch, batches grouped by length bucket and
+cut to it: no compute on padding), and turns the model's outputs back into
+what the task means (labels and probabilities, one tag per word).
+
+  TextClassifierPreprocessor   strings, or (a, b) pairs of string lists
+  TokenClassifierPreprocessor  lists of words (one list per sentence)
+"""
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert.data import length_buckets as lb
+from bert.data.tokenization import Tokenizer
+from bert.layers.bert_pack_inputs import BertPackInputs
+
+INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+class BertPreprocessor(tf_keras.layers.Layer):
+  """Base: vocabulary, casing, sequence length and the length buckets.
+
+  Subclasses implement `encode(x)` (raw inputs -> dict of int32 NumPy
+  arrays, one row per model input row), `targets(y, features)` (raw labels
+  -> per-row arrays) and `decode(outputs, features, x)` (model outputs in
+  row order -> task-level predictions).
+  """
+
+  def __init__(self, vocabulary: Sequence[str], lower_case: bool,
+               seq_length: int = 128,
+               length_buckets: Optional[Sequence[int]] = None, **kwargs):
+    super().__init__(trainable=False, **kwargs)
+    self.lower_case = bool(lower_case)
+    self.seq_length = int(seq_length)
+    self.length_buckets = lb.check_length_buckets(
+        lb.default_length_buckets(self.seq_length) if length_buckets is None
+        else length_buckets, self.seq_length,
+        f"{type(self).__name__}.length_buckets")
+    # Not tracked by Keras (a 30k-token list); saved through get_config.
+    object.__setattr__(self, "_vocabulary", tuple(vocabulary))
+    object.__setattr__(self, "tokenizer", Tokenizer(
+        vocabulary=self._vocabulary, lower_case=self.lower_case))
+
+  @property
+  def vocabulary(self) -> List[str]:
+    """The tokens in id order."""
+    return list(self._vocabulary)
+
+  @classmethod
+  def from_checkpoint(cls, checkpoint, seq_length: int = 128, **kwargs):
+    """The preprocessor of a loaded checkpoint (`bert.checkpoints.load`):
+    its vocab.txt and casing."""
+    from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+    if checkpoint.vocab_file is None:
+      raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
+                       "can be built; pass a folder with its vocab.txt")
+    if checkpoint.do_lower_case is None:
+      raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
+                       "say whether it is cased; pass lower_case=True/False")
+    if seq_length > checkpoint.config.max_position_embeddings:
+      raise ValueError(f"seq_length={seq_length} exceeds the model's "
+                       f"max_position_embeddings="
+                       f"{checkpoint.config.max_position_embeddings}")
+    kwargs.setdefault("lower_case", checkpoint.do_lower_case)
+    return cls(read_vocab(checkpoint.vocab_file), seq_length=seq_length,
+               **kwargs)
+
+  # ------------------------------------------------------------ interface
+  def encode(self, x, y=None) -> Dict[str, np.ndarray]:
+    """Model inputs (and any per-row label features) of raw inputs `x`
+    with their raw labels `y` (None for prediction)."""
+    raise NotImplementedError
+
+  def targets(self, y, features: Dict[str, np.ndarray]):
+    del features
+    return np.asarray(y)
+
+  def decode(self, outputs: Dict[str, np.ndarray], features, x):
+    del features, x
+    return outputs
+
+  # Model outputs with a sequence axis (padded back to seq_length).
+  sequence_outputs: Sequence[str] = ()
+
+  # ------------------------------------------------------------- pipeline
+  def model_inputs(self, features):
+    return {k: features[k] for k in INPUT_KEYS}
+
+  def num_batches(self, features, batch_size: int) -> int:
+    """Batches of one pass of `dataset(features, ..., batch_size)`."""
+    lengths = lb._row_lengths_np(features, "input_mask")  # pylint: disable=protected-access
+    index = np.searchsorted(np.asarray(self.length_buckets), lengths)
+    counts = np.bincount(index, minlength=len(self.length_buckets))
+    return int(sum(math.ceil(c / batch_size) for c in counts))
+
+  def dataset(self, features, targets=None, batch_size: int = 32,
+              shuffle: bool = False, seed: Optional[int] = None
+              ) -> tf.data.Dataset:
+    """(inputs, targets) batches (inputs alone without targets): rows of
+    one length bucket per batch, cut to it; shuffled anew each epoch."""
+    n = len(features["input_word_ids"])
+    data = dict(self.model_inputs(features))
+    if targets is not None:
+      data["targets"] = targets
+    ds = tf.data.Dataset.from_tensor_slices(data)
+    if shuffle:
+      ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    buckets = tf.constant(self.length_buckets, tf.int32)
+    ds = ds.group_by_window(
+        key_func=lambda d: tf.cast(lb.bucket_index(
+            lb.row_length(d["input_mask"]), buckets)[0], tf.int64),
+        reduce_func=lambda _, rows: rows.batch(batch_size),
+        window_size=batch_size)
+    # Targets with a sequence axis (per-token labels) are cut with the inputs.
+    cut = lb.bucket_cutter(
+        INPUT_KEYS + (("targets",) if np.ndim(targets) == 2 else ()),
+        self.length_buckets)
+
+    def split(d):
+      d = cut(d)
+      inputs = {k: d[k] for k in INPUT_KEYS}
+      return inputs if targets is None else (inputs, d["targets"])
+
+    ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.apply(tf.data.experimental.assert_cardinality(
+        self.num_batches(features, batch_size))).prefetch(tf.data.AUTOTUNE)
+
+  def predict_features(self, predict_fn, features, batch_size: int):
+    """`predict_fn(batch)` (the model's outputs) on every row, run in length
+    order and returned in row order."""
+    return lb.predict_by_length(
+        predict_fn, self.model_inputs(features), batch_size,
+        self.length_buckets, self.sequence_outputs)
+
+  # -------------------------------------------------------- serialisation
+  def get_config(self):
+    config = super().get_config()
+    config.pop("trainable", None)
+    config.update(vocabulary=list(self._vocabulary), lower_case=self.lower_case,
+                  seq_length=self.seq_length,
+                  length_buckets=list(self.length_buckets))
+    return config
+
+
+def _texts(x, what: str) -> List[np.ndarray]:
+  """Raw text input as 1 or 2 string columns."""
+  if isinstance(x, tuple) and len(x) == 2:
+    a, b = (np.asarray(list(t), dtype=object) for t in x)
+    if len(a) != len(b):
+      raise ValueError(f"{what}: {len(a)} first texts but {len(b)} second")
+    return [a, b]
+  if isinstance(x, str):
+    raise ValueError(f"{what}: give a list of strings (or an (a, b) pair of "
+                     "lists), not one string")
+  return [np.asarray(list(x), dtype=object)]
+
+
+def is_raw_text(x) -> bool:
+  """Whether `x` is raw text: strings, or a tuple of string lists."""
+  first = x[0] if isinstance(x, tuple) and x else x
+  try:
+    item = next(iter(first))
+  except (TypeError, StopIteration):
+    return False
+  if isinstance(item, (list, tuple)) and item:   # words of a sentence
+    item = item[0]
+  return isinstance(item, (str, bytes))
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class TextClassifierPreprocessor(BertPreprocessor):
+  """Strings, or (a, b) pairs of string lists -> [CLS] a [SEP] (b [SEP]).
+
+  `labels`: class names in logit order; `predict` then returns them (and
+  `fit` accepts them as targets, besides class ids). `text_pairs`: whether
+  the model takes (a, b) pairs; None until `fit` has seen its inputs (the
+  serving export needs it).
+  """
+
+  def __init__(self, vocabulary, lower_case, seq_length=128,
+               length_buckets=None, labels: Optional[Sequence[str]] = None,
+               text_pairs: Optional[bool] = None, **kwargs):
+    super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
+    self.labels = list(labels) if labels else None
+    self.text_pairs = text_pairs
+    self.packer = BertPackInputs(self.seq_length,
+                                 self.tokenizer.get_special_tokens_dict())
+
+  def call(self, inputs):
+    """In-graph: string [batch] (or a pair of them) -> the encoder inputs,
+    int32 [batch, seq_length]."""
+    segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    return self.packer([self.tokenizer.layer(s) for s in segments])
+
+  def encode(self, x, y=None):
+    texts = _texts(x, "TextClassifierPreprocessor")
+    pairs = len(texts) == 2
+    if self.text_pairs is None and y is not None:
+      self.text_pairs = pairs           # what the model is trained on
+    elif self.text_pairs is not None and pairs != self.text_pairs:
+      raise ValueError("the model takes " + ("(a, b) pairs of texts" if
+                       self.text_pairs else "single texts") + "; got " +
+                       ("pairs" if pairs else "single texts"))
+    return self.tokenizer.encode(*texts, seq_length=self.seq_length)
+
+  def targets(self, y, features):
+    y = np.asarray(y)
+    if y.dtype.kind in "USO":
+      if not self.labels:
+        raise ValueError("string labels need the class names: "
+                         "from_pretrained(..., labels=[...])")
+      index = {name: i for i, name in enumerate(self.labels)}
+      unknown = sorted({str(v) for v in y if v not in index})
+      if unknown:
+        raise ValueError(f"labels {unknown[:5]} are not among {self.labels}")
+      y = np.asarray([index[v] for v in y], np.int32)
+    if len(y) != len(features["input_word_ids"]):
+      raise ValueError(f"{len(y)} labels for {len(features['input_word_ids'])} "
+                       "texts")
+    return y
+
+  def decode(self, outputs, features, x):
+    """{"labels", "probabilities"} (regression: {"scores"})."""
+    logits = outputs["logits"]
+    if logits.shape[-1] == 1:
+      return dict(scores=logits[:, 0])
+    probabilities = tf.nn.softmax(logits, -1).numpy()
+    ids = probabilities.argmax(-1)
+    labels = (np.asarray(self.labels, dtype=object)[ids] if self.labels
+              else ids)
+    return dict(labels=labels, probabilities=probabilities)
+
+  def get_config(self):
+    return dict(super().get_config(), labels=self.labels,
+                text_pairs=self.text_pairs)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class TokenClassifierPreprocessor(BertPreprocessor):
+  """Lists of words (one per sentence) -> word pieces, one tag per word.
+
+  Each word's tag sits on its first word piece (-1 on the others, on
+  [CLS]/[SEP] and padding), as `bert.data.ner_data` encodes CoNLL files; a
+  sentence longer than the sequence is split at word boundaries into
+  several rows. `labels`: the tag names in logit order.
+  """
+
+  sequence_outputs = ("logits",)
+
+  def __init__(self, vocabulary, lower_case, seq_length=128,
+               length_buckets=None, labels: Sequence[str] = (), **kwargs):
+    super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
+    if not labels:
+      raise ValueError("TokenClassifierPreprocessor needs the tag names: "
+                       "from_pretrained(..., labels=[...])")
+    self.labels = list(labels)
+
+  def _sentences(self, x, tags=None):
+    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
+    if tags is not None and len(tags) != len(x):
+      raise ValueError(f"{len(tags)} tag lists for {len(x)} sentences")
+    sentences = []
+    for i, words in enumerate(x):
+      if isinstance(words, str):
+        raise ValueError(f"sentence {i}: give a list of words, not a string")
+      sentence_tags = None if tags is None else list(tags[i])
+      if sentence_tags is not None and len(sentence_tags) != len(words):
+        raise ValueError(f"sentence {i}: {len(sentence_tags)} tags for "
+                         f"{len(words)} words")
+      sentences.append(ner_data.Sentence(list(words), sentence_tags, i + 1))
+    return sentences
+
+  def encode(self, x, y=None):
+    """`y`: the tags, one list of tag names per sentence."""
+    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
+    sentences = self._sentences(x, y)
+    if y is not None:
+      ner_data.check_tags(sentences, self.labels, "(tags given to fit)")
+    return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
+                                     self.labels if y is not None else None)
+
+  def targets(self, y, features):
+    del y
+    return features["label_ids"]     # [rows, seq], -1 where no tag
+
+  def decode(self, outputs, features, x):
+    """{"tags": one list of tag names per sentence, one per word}."""
+    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
+    predicted = outputs["logits"].argmax(-1)
+    return dict(tags=ner_data.word_predictions(
+        self._sentences(x), features, predicted, self.labels))
+
+  def get_config(self):
+    return dict(super().get_config(), labels=self.labels)
+
+
+def config_of(preprocessor) -> Optional[Dict[str, Any]]:
+  return (None if preprocessor is None
+          else tf_keras.layers.serialize(preprocessor))

@@ -1,0 +1,137 @@
+"""The Keras-native path on real weights and real data: `from_pretrained`,
+raw inputs in `fit`/`evaluate`/`predict`, get_config and save/load round
+trips, `export`."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert import BertEncoder, checkpoints
+from bert.data import classification_data as cd
+from bert.data import ner_data
+from bert.models import BertClassifier, BertTokenClassifier
+from conftest import minilm_dir, random_inputs, shared_data, small_config
+
+
+def mrpc(n, split="train"):
+  examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", f"{split}.tsv"))[:n]
+  return ([e.text_a for e in examples], [e.text_b for e in examples],
+          np.array([int(e.label) for e in examples]))
+
+
+def wnut(n):
+  sentences = ner_data.read_conll(shared_data("ner", "wnut17", "wnut17train.conll"))
+  return sentences[:n], ner_data.label_list(sentences)
+
+
+def one_step_lowers_the_loss(model, x, y):
+  before = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
+  model.fit(x, y, batch_size=len(y), epochs=1, steps_per_epoch=1, verbose=0)
+  after = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
+  assert model.optimizer.iterations.numpy() == 1
+  assert after < before, (before, after)
+
+
+def same_after_round_trips(model, x, tmp_path):
+  """get_config and save/load round trips: the same outputs (<= 1e-6) on the
+  encoded raw inputs, and the same predictions on the raw inputs."""
+  expected = model.predict(x)
+
+  def outputs(m):
+    features = m.preprocessor.encode(x)
+    return m(m.preprocessor.model_inputs(features), training=False)
+
+  clone = type(model).from_config(model.get_config())
+  clone.set_weights(model.get_weights())
+  model.save(str(tmp_path / "saved"))
+  loaded = tf_keras.models.load_model(str(tmp_path / "saved"))
+  for other in (clone, loaded):
+    assert type(other) is type(model)
+    assert other.preprocessor.get_config() == model.preprocessor.get_config()
+    for k, v in outputs(model).items():
+      np.testing.assert_allclose(outputs(other)[k], v, rtol=0, atol=1e-6)
+    got = other.predict(x)
+    for k, v in expected.items():
+      if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-6)
+      else:
+        assert np.all(got[k] == v) if isinstance(v, np.ndarray) else got[k] == v
+  return expected
+
+
+def test_encoder_from_pretrained_carries_its_preprocessor():
+  encoder = BertEncoder.from_pretrained("all_minilm_l6_v2", seq_length=32)
+  reference = checkpoints.load(minilm_dir()).encoder
+  inputs = encoder.preprocessor(tf.constant(["A real sentence.", "Another"]))
+  assert inputs["input_word_ids"].shape == (2, 32)
+  assert inputs["input_word_ids"][0, 0] == 101          # [CLS] of the vocab
+  np.testing.assert_allclose(encoder(inputs)["pooled_output"],
+                             reference(inputs)["pooled_output"], atol=1e-6)
+
+
+def test_classifier_on_raw_mrpc_pairs(tmp_path):
+  a, b, y = mrpc(32)
+  tf_keras.utils.set_random_seed(1)
+  model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2)
+  assert model.preprocessor.seq_length == 128 and model.preprocessor.lower_case
+  np.testing.assert_array_equal(                         # the checkpoint's weights
+      model.encoder.get_weights()[0],
+      checkpoints.load(minilm_dir()).encoder.get_weights()[0])
+  model.compile()
+  one_step_lowers_the_loss(model, (a, b), y)
+  got = same_after_round_trips(model, (a[:8], b[:8]), tmp_path)
+  assert got["probabilities"].shape == (8, 2)
+  np.testing.assert_allclose(got["probabilities"].sum(-1), 1.0, atol=1e-6)
+  np.testing.assert_array_equal(got["labels"], got["probabilities"].argmax(-1))
+  # The serving export computes the same probabilities from the strings.
+  model.export(str(tmp_path / "served"))
+  served = tf.saved_model.load(str(tmp_path / "served")).signatures[
+      "serving_default"](text=tf.constant(a[:8]), text_b=tf.constant(b[:8]))
+  np.testing.assert_allclose(served["probabilities"], got["probabilities"],
+                             atol=1e-5)
+
+
+def test_classifier_label_names_in_fit_and_predict():
+  a, b, y = mrpc(16)
+  model = BertClassifier.from_pretrained(minilm_dir(), labels=["different",
+                                                               "paraphrase"])
+  assert model.num_classes == 2
+  model.compile()
+  names = np.array(["different", "paraphrase"])[y]
+  model.fit((a, b), names, batch_size=16, epochs=1, verbose=0)
+  assert set(model.predict((a, b))["labels"]) <= {"different", "paraphrase"}
+  with pytest.raises(ValueError, match=r"labels \['maybe'\] are not among"):
+    model.fit((a, b), ["maybe"] * 16, verbose=0)
+  with pytest.raises(ValueError, match="takes \\(a, b\\) pairs"):
+    model.predict(a)
+
+
+def test_tagger_on_raw_wnut_sentences(tmp_path):
+  sentences, labels = wnut(24)
+  words, tags = [s.words for s in sentences], [s.tags for s in sentences]
+  tf_keras.utils.set_random_seed(2)
+  model = BertTokenClassifier.from_pretrained(minilm_dir(), labels=labels,
+                                              seq_length=64)
+  model.compile()
+  one_step_lowers_the_loss(model, words, tags)
+  got = same_after_round_trips(model, words[:6], tmp_path)
+  assert [len(t) for t in got["tags"]] == [len(w) for w in words[:6]]
+  assert all(t in labels for sentence in got["tags"] for t in sentence)
+  # The same tags as the model's logits at each word's first piece.
+  features = model.preprocessor.encode(words[:6])
+  logits = model(model.preprocessor.model_inputs(features))["logits"].numpy()
+  first = [labels[int(p)] for row in range(6)
+           for p in logits[row].argmax(-1)[features["word_start"][row] > 0]]
+  assert first == [t for sentence in got["tags"] for t in sentence]
+
+
+def test_raw_text_without_a_preprocessor_is_a_clear_error():
+  model = BertClassifier(BertEncoder(small_config()), 2)
+  with pytest.raises(ValueError, match="raw text needs a preprocessor"):
+    model.predict(["a sentence"])
+  # The encoder's int inputs still go through Keras' own predict.
+  assert model.predict(random_inputs(2, 8), verbose=0)["logits"].shape == (2, 2)
+  with pytest.raises(ValueError, match="has no default loss|string labels"):
+    BertClassifier.from_pretrained(minilm_dir(), num_classes=2).fit(
+        ["a", "b"], ["x", "y"], verbose=0)

@@ -1,0 +1,77 @@
+"""The Keras path: `compile()` with the recipe, `fit` equal to the custom
+training loop, the schedule over the steps `fit` runs."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
+from tasks.classification_test import make_task
+
+
+def _weights_after_custom_loop(task, model_dir, steps, seed):
+  run_experiment(task, model_dir, "train",
+                 RuntimeConfig(train_steps=steps, steps_per_loop=steps,
+                               seed=seed), log_fn=None)
+  model = task.build_model()
+  tf.train.Checkpoint(model=model).restore(
+      tf.train.latest_checkpoint(model_dir)).expect_partial()
+  return model.get_weights()
+
+
+def _weights_after_fit(task, steps, seed, **compile_args):
+  tf_keras.utils.set_random_seed(seed)
+  model = task.build_model()
+  task.initialize(model)
+  # The very batches of the custom loop's first `steps` steps (read once:
+  # the shuffle draws a new order each time the dataset is iterated).
+  seen = [(task.model_inputs(f), f["label"]) for f in
+          task.build_inputs(None, training=True).take(steps)]
+  batches = tf.data.Dataset.from_generator(
+      lambda: iter(seen), output_signature=tf.nest.map_structure(
+          lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), seen[0]))
+  batches = batches.apply(tf.data.experimental.assert_cardinality(steps))
+  model.compile(**compile_args)
+  history = model.fit(batches, epochs=1, verbose=0)
+  return model, model.get_weights(), history
+
+
+def _max_relative(a, b):
+  """The largest ||x - y|| / ||y|| over the weights."""
+  assert len(a) == len(b)
+  return max(float(np.linalg.norm(x - y) / max(np.linalg.norm(y), 1e-12))
+             for x, y in zip(a, b))
+
+
+def test_eight_fit_steps_equal_eight_custom_loop_steps(tmp_path):
+  """One optimizer (AdamW, epsilon on sqrt(v_hat), decay exclusions), one
+  schedule (10% warmup, linear decay over the run), one clipping, one loss:
+  8 steps of `fit` with `compile()`'s defaults land on the weights of 8
+  steps of `run_experiment` with `OptimizerConfig()`'s."""
+  task = make_task(tmp_path, dropout_rate=0.0, group_by_length=False)
+  task.config.hidden_dropout_prob = task.config.attention_probs_dropout_prob = 0.0
+  expected = _weights_after_custom_loop(task, str(tmp_path / "loop"), 8, seed=3)
+  model, got, history = _weights_after_fit(task, 8, seed=3)
+  assert model.optimizer.iterations.numpy() == 8
+  assert _max_relative(got, expected) <= 1e-5
+  assert set(history.history) == {"loss", "accuracy", "f1"}
+  # Negative control: another learning rate moves the weights elsewhere.
+  _, other, _ = _weights_after_fit(
+      task, 8, seed=3, optimizer=OptimizerConfig(learning_rate=1e-4))
+  assert _max_relative(other, expected) > 1e-3
+
+
+def test_schedule_spans_the_steps_fit_runs(tmp_path):
+  task = make_task(tmp_path, epochs=1)
+  model = task.build_model()
+  model.compile()
+  x = task.model_inputs(task.features("train"))                # 256 rows
+  y = task.features("train")["label"]
+  model.fit(x, y, batch_size=16, epochs=2, verbose=0)            # 32 steps
+  schedule = model.optimizer.learning_rate
+  rates = [float(schedule(s)) for s in (0, 3, 32)]
+  assert rates[0] == 0.0                                         # warmup from 0
+  assert rates[1] == pytest.approx(5e-5)                         # peak at 10%
+  assert rates[2] == pytest.approx(0.0, abs=1e-12)               # decayed at the end
+  assert model.optimizer.iterations.numpy() == 32
