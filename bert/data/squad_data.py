@@ -190,7 +190,9 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
   """Answers from the logits of every feature.
 
   Returns (predictions {id: text}, nbest {id: [{text, probability,
-  start_logit, end_logit}]}, null_odds {id: null score - best span score},
+  start_logit, end_logit, start, end}]} (start/end: the answer's character
+  offsets in the context, end exclusive; None for no answer), null_odds
+  {id: null score - best span score},
   v2 only). A span must lie in the context, start in its max-context window,
   end at or after its start and span at most `max_answer_length` pieces.
   """
@@ -226,21 +228,23 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
         continue
       seen.add(text)
       best.append(dict(text=text, start_logit=s_logit, end_logit=e_logit,
-                       score=score))
+                       score=score, start=c0, end=c1))
       if len(best) >= n_best_size:
         break
     if version_2 and null_score is not None:
       best.append(dict(text="", start_logit=None, end_logit=None,
-                       score=null_score))
+                       score=null_score, start=None, end=None))
       best.sort(key=lambda b: -b["score"])
     if not best:
-      best = [dict(text="", start_logit=0.0, end_logit=0.0, score=0.0)]
+      best = [dict(text="", start_logit=0.0, end_logit=0.0, score=0.0,
+                   start=None, end=None)]
     scores = np.array([b["score"] for b in best])
     probs = np.exp(scores - scores.max())
     probs /= probs.sum()
     nbest_out[ex.qas_id] = [
         dict(text=b["text"], probability=float(p), start_logit=b["start_logit"],
-             end_logit=b["end_logit"]) for b, p in zip(best, probs)]
+             end_logit=b["end_logit"], start=b["start"], end=b["end"])
+        for b, p in zip(best, probs)]
     non_null = [b for b in best if b["text"]]
     if not version_2:
       predictions[ex.qas_id] = non_null[0]["text"] if non_null else ""

@@ -4,7 +4,7 @@ library's fine-tuning recipe, `fit` with its schedule). Each model has one
 `call`."""
 
 import math
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
@@ -50,7 +50,7 @@ class EncoderModel(tf_keras.Model):
   def hidden_size(self) -> int:
     return self.encoder.hidden_size
 
-  def _built_with(self, heads: Dict[str, tf_keras.layers.Layer]):
+  def _built_with(self, heads: Dict[tf_keras.layers.Layer, Sequence]):
     """Builds each head for its input shape now, so every weight exists from
     construction on, and records the input signature a SavedModel traces."""
     for layer, input_shape in heads.items():
@@ -123,6 +123,7 @@ class EncoderModel(tf_keras.Model):
                        "compile(loss=...)")
     if isinstance(metrics, str) and metrics == "auto":
       metrics = self.default_metrics()
+    self._output_metrics = bool(metrics)
     super().compile(optimizer=optimizer, loss=None if self._task_loss else loss,
                     metrics=metrics, **kwargs)
     if not hasattr(self, "_stat_metrics"):
@@ -136,17 +137,21 @@ class EncoderModel(tf_keras.Model):
   preprocessor_class = None
 
   @classmethod
-  def from_pretrained(cls, source, *, seq_length: int = 128, labels=None,
-                      lower_case=None, **head_args):
+  def from_pretrained(cls, source, *, seq_length: Optional[int] = None,
+                      labels=None, lower_case=None, preprocessor_args=None,
+                      **head_args):
     """This model on a pretrained encoder, with its `preprocessor`.
 
     Args:
       source: a checkpoint folder in any format `bert.checkpoints.load`
         reads, or a preset name (`bert.pretrained.preset_names()`).
-      seq_length: the longest input row, in word pieces.
+      seq_length: the longest input row, in word pieces (default 128; 384
+        for the span labeler).
       labels: class (or tag) names in logit order; `num_classes` defaults
         to their number; `predict` returns them.
       lower_case: overrides the checkpoint's casing (when it states none).
+      preprocessor_args: more arguments of the preprocessor (e.g. the span
+        labeler's `doc_stride`, `max_answer_length`, `version_2`).
       **head_args: the model's own arguments (e.g. `num_classes`,
         `dropout_rate`).
     """
@@ -154,11 +159,15 @@ class EncoderModel(tf_keras.Model):
     ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
     model = cls._from_checkpoint(ckpt, labels=labels, **head_args)
     if cls.preprocessor_class is not None:
-      kwargs = {} if lower_case is None else dict(lower_case=lower_case)
+      kwargs = dict(preprocessor_args or {})
+      if lower_case is not None:
+        kwargs["lower_case"] = lower_case
       if labels is not None:
         kwargs["labels"] = list(labels)
+      if seq_length is not None:
+        kwargs["seq_length"] = seq_length
       model.attach_preprocessor(cls.preprocessor_class.from_checkpoint(
-          ckpt, seq_length=seq_length, **kwargs))
+          ckpt, **kwargs))
     return model
 
   _needs_pretraining_heads = False
@@ -278,7 +287,9 @@ class EncoderModel(tf_keras.Model):
       if name == "loss" and not self._task_loss:
         continue   # Keras' own tracker reports the compiled loss
       self._stat_metrics[name].update_state(numerator, denominator)
-    self.compiled_metrics.update_state(y, outputs[self.main_output], sample_weight)
+    if self._output_metrics:
+      self.compiled_metrics.update_state(y, outputs[self.main_output],
+                                         sample_weight)
     return self.get_metrics_result()
 
   @property

@@ -5,6 +5,7 @@ import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
 from bert.models._base import EncoderModel
+from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.networks.encoder_scaffold import INPUT_KEYS, EncoderScaffold
 
 
@@ -21,6 +22,7 @@ class BertMultipleChoice(EncoderModel):
 
   _head_config = ("dropout_rate",)
   input_rank = 3
+  preprocessor_class = MultipleChoicePreprocessor
 
   def __init__(self, encoder: EncoderScaffold, dropout_rate: float = 0.1,
                **kwargs):

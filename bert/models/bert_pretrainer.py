@@ -77,6 +77,20 @@ class BertPretrainer(EncoderModel):
     self.next_sentence = next_sentence
     self._built_with({})
 
+  # ---------------------------------------------- Keras training (compile)
+  stat_names = ("loss", "masked_lm_loss", "next_sentence_loss",
+                "masked_lm_accuracy", "next_sentence_accuracy")
+  main_output = "masked_lm_logits"
+
+  def objective(self, x, y, outputs):
+    """y: {"masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}
+    (the google-research feature names); the loss is the reference's
+    masked-LM loss + next-sentence loss of the batch."""
+    from bert.tasks import pretraining  # pylint: disable=g-import-not-at-top
+    stats = pretraining.pretraining_stats(dict(x, **y), outputs)
+    stats["loss"] = (pretraining.batch_values(stats)["loss"], tf.constant(1.0))
+    return stats
+
   def call(self, inputs, training=None):
     outputs = self._encode(inputs, training)
     sequence = outputs["sequence_output"]                    # [b, s, h]

@@ -4,6 +4,7 @@ import tf_keras
 
 from bert.layers.span_head import SpanHead
 from bert.models._base import EncoderModel
+from bert.models.preprocessors import SpanLabelerPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
 
 
@@ -15,6 +16,8 @@ class BertSpanLabeler(EncoderModel):
   `end_logits` [batch, seq] (one dense layer to 2 logits per token, as
   google-research `run_squad.create_model`).
   """
+
+  preprocessor_class = SpanLabelerPreprocessor
 
   def __init__(self, encoder: EncoderScaffold, **kwargs):
     kwargs.setdefault("name", "bert_span_labeler")

@@ -11,6 +11,8 @@ what the task means (labels and probabilities, one tag per word).
 
   TextClassifierPreprocessor   strings, or (a, b) pairs of string lists
   TokenClassifierPreprocessor  lists of words (one list per sentence)
+  SpanLabelerPreprocessor      (questions, contexts)
+  MultipleChoicePreprocessor   (contexts, endings)
 """
 
 import math
@@ -57,23 +59,23 @@ class BertPreprocessor(tf_keras.layers.Layer):
     return list(self._vocabulary)
 
   @classmethod
-  def from_checkpoint(cls, checkpoint, seq_length: int = 128, **kwargs):
+  def from_checkpoint(cls, checkpoint, **kwargs):
     """The preprocessor of a loaded checkpoint (`bert.checkpoints.load`):
-    its vocab.txt and casing."""
+    its vocab.txt and casing; `kwargs` as the constructor's."""
     from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
     if checkpoint.vocab_file is None:
       raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
                        "can be built; pass a folder with its vocab.txt")
-    if checkpoint.do_lower_case is None:
+    if checkpoint.do_lower_case is None and "lower_case" not in kwargs:
       raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
                        "say whether it is cased; pass lower_case=True/False")
-    if seq_length > checkpoint.config.max_position_embeddings:
-      raise ValueError(f"seq_length={seq_length} exceeds the model's "
-                       f"max_position_embeddings="
-                       f"{checkpoint.config.max_position_embeddings}")
     kwargs.setdefault("lower_case", checkpoint.do_lower_case)
-    return cls(read_vocab(checkpoint.vocab_file), seq_length=seq_length,
-               **kwargs)
+    preprocessor = cls(read_vocab(checkpoint.vocab_file), **kwargs)
+    if preprocessor.seq_length > checkpoint.config.max_position_embeddings:
+      raise ValueError(f"seq_length={preprocessor.seq_length} exceeds the "
+                       "model's max_position_embeddings="
+                       f"{checkpoint.config.max_position_embeddings}")
+    return preprocessor
 
   # ------------------------------------------------------------ interface
   def encode(self, x, y=None) -> Dict[str, np.ndarray]:
@@ -117,8 +119,9 @@ class BertPreprocessor(tf_keras.layers.Layer):
       ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
     buckets = tf.constant(self.length_buckets, tf.int32)
     ds = ds.group_by_window(
+        # One row (with its choice axis, if any) -> its bucket.
         key_func=lambda d: tf.cast(lb.bucket_index(
-            lb.row_length(d["input_mask"]), buckets)[0], tf.int64),
+            lb.row_length(d["input_mask"][tf.newaxis]), buckets)[0], tf.int64),
         reduce_func=lambda _, rows: rows.batch(batch_size),
         window_size=batch_size)
     # Targets with a sequence axis (per-token labels) are cut with the inputs.
@@ -307,3 +310,134 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 def config_of(preprocessor) -> Optional[Dict[str, Any]]:
   return (None if preprocessor is None
           else tf_keras.layers.serialize(preprocessor))
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class SpanLabelerPreprocessor(BertPreprocessor):
+  """(questions, contexts) -> windows, answers cut from the contexts.
+
+  Each (question, context) becomes windows of `seq_length` pieces every
+  `doc_stride` context pieces, the question (at most `max_query_length`
+  pieces) first, as `bert.data.squad_data` encodes SQuAD. Targets for
+  `fit`: one answer per question, `(text, answer_start)` with the start in
+  characters of the context (or `None` for no answer: SQuAD 2.0). `predict`
+  runs the task's post-processing: n-best spans inside the context, each
+  piece scored only in its max-context window, at most `max_answer_length`
+  pieces, the answer cut from the original context with its character
+  offsets; with `version_2`, "" when the null score wins by more than
+  `null_score_diff_threshold`.
+  """
+
+  sequence_outputs = ("start_logits", "end_logits")
+
+  def __init__(self, vocabulary, lower_case, seq_length=384,
+               length_buckets=None, doc_stride: int = 128,
+               max_query_length: int = 64, n_best_size: int = 20,
+               max_answer_length: int = 30, version_2: bool = False,
+               null_score_diff_threshold: float = 0.0, **kwargs):
+    super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
+    self.doc_stride = doc_stride
+    self.max_query_length = max_query_length
+    self.n_best_size = n_best_size
+    self.max_answer_length = max_answer_length
+    self.version_2 = version_2
+    self.null_score_diff_threshold = null_score_diff_threshold
+
+  def examples(self, x, y=None):
+    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    if not (isinstance(x, tuple) and len(x) == 2):
+      raise ValueError("SpanLabelerPreprocessor: give (questions, contexts), "
+                       "two lists of strings")
+    questions, contexts = (list(t) for t in x)
+    if len(questions) != len(contexts):
+      raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
+    if y is not None and len(y) != len(questions):
+      raise ValueError(f"{len(y)} answers for {len(questions)} questions")
+    out = []
+    for i, (question, context) in enumerate(zip(questions, contexts)):
+      answers, impossible = [], False
+      if y is not None:
+        answer = y[i]
+        if answer is None:
+          impossible = True
+        else:
+          text, start = (answer["text"], answer["answer_start"]) if isinstance(
+              answer, dict) else answer
+          if context[start:start + len(text)] != text:
+            raise ValueError(f"answer {i}: {text!r} is not at character "
+                             f"{start} of its context")
+          answers = [(text, int(start))]
+      out.append(squad_data.SquadExample(str(i), question, context, answers,
+                                         impossible))
+    return out
+
+  def encode(self, x, y=None):
+    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    examples = self.examples(x, y)
+    arrays, meta = squad_data.encode_examples(
+        examples, self.tokenizer, self.seq_length, self.doc_stride,
+        self.max_query_length, training=y is not None)
+    # The windows' bookkeeping for `decode` (not model inputs).
+    return dict(arrays, examples=examples, meta=meta)
+
+  def targets(self, y, features):
+    return {k: features[k] for k in ("start_positions", "end_positions")}
+
+  def decode(self, outputs, features, x):
+    """{"answers": text per question, "start", "end": its character offsets
+    in the context (None for no answer), "nbest": the n-best lists}."""
+    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    examples = features["examples"]
+    _, nbest, null_odds = squad_data.postprocess(
+        examples, features["meta"], outputs["start_logits"],
+        outputs["end_logits"], self.n_best_size, self.max_answer_length,
+        self.version_2, self.null_score_diff_threshold)
+    answers, starts, ends = [], [], []
+    for e in examples:
+      best = next((b for b in nbest[e.qas_id] if b["text"]), None)
+      if best is None or (self.version_2 and null_odds[e.qas_id]
+                          > self.null_score_diff_threshold):
+        best = dict(text="", start=None, end=None)
+      answers.append(best["text"])
+      starts.append(best["start"])
+      ends.append(best["end"])
+    return dict(answers=answers, start=starts, end=ends,
+                nbest=[nbest[e.qas_id] for e in examples])
+
+  def get_config(self):
+    return dict(super().get_config(), doc_stride=self.doc_stride,
+                max_query_length=self.max_query_length,
+                n_best_size=self.n_best_size,
+                max_answer_length=self.max_answer_length,
+                version_2=self.version_2,
+                null_score_diff_threshold=self.null_score_diff_threshold)
+
+
+@tf_keras.utils.register_keras_serializable(package="bert")
+class MultipleChoicePreprocessor(BertPreprocessor):
+  """(contexts, endings) -> one [CLS] context [SEP] ending [SEP] row per
+  choice: int32 [n, choices, seq_length], as the SWAG task encodes them.
+  `endings`: per context, a list of the same number of strings. Targets:
+  the index of the right ending. `predict`: {"choices", "probabilities"}."""
+
+  def encode(self, x, y=None):
+    del y
+    if not (isinstance(x, tuple) and len(x) == 2):
+      raise ValueError("MultipleChoicePreprocessor: give (contexts, endings)")
+    contexts, endings = list(x[0]), [list(e) for e in x[1]]
+    if len(contexts) != len(endings):
+      raise ValueError(f"{len(contexts)} contexts but {len(endings)} ending lists")
+    counts = {len(e) for e in endings}
+    if len(counts) != 1:
+      raise ValueError(f"every context needs the same number of endings; got "
+                       f"{sorted(counts)}")
+    c = counts.pop()
+    flat = self.tokenizer.encode([t for t in contexts for _ in range(c)],
+                                 [e for ends in endings for e in ends],
+                                 seq_length=self.seq_length)
+    return {k: v.reshape(len(contexts), c, self.seq_length)
+            for k, v in flat.items()}
+
+  def decode(self, outputs, features, x):
+    probabilities = tf.nn.softmax(outputs["logits"], -1).numpy()
+    return dict(choices=probabilities.argmax(-1), probabilities=probabilities)

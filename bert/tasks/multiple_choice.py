@@ -15,6 +15,7 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.networks.bert_encoder import BertEncoder
+from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.tasks.base import softmax_stats
 from bert.tasks.finetuning import FinetuningTask
 
@@ -60,6 +61,9 @@ class MultipleChoiceTask(FinetuningTask):
         raise ValueError(f"{self.files[split]}: example {missing[0]} has no label")
       out["label"] = np.array([e.label for e in examples], np.int32)
     return out
+
+  def preprocessor(self):
+    return MultipleChoicePreprocessor(**self._preprocessor_args())
 
   def build_model(self):
     return BertMultipleChoice(BertEncoder(self.config),

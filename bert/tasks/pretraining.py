@@ -75,7 +75,12 @@ def pretraining_losses(features: Dict[str, tf.Tensor],
     dict with `loss` (the total), `masked_lm_loss`, `next_sentence_loss`,
     `masked_lm_accuracy` (over real predictions) and `next_sentence_accuracy`.
   """
-  stats = pretraining_stats(features, outputs)
+  return batch_values(pretraining_stats(features, outputs))
+
+
+def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
+  """The reference's per-batch losses and accuracies from the sums, with
+  `loss` = masked-LM loss + next-sentence loss."""
   num, den = stats["masked_lm_loss"]
   out = dict(masked_lm_loss=num / (den + 1e-5))
   for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):

@@ -24,6 +24,7 @@ from bert.data import squad_data
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
+from bert.models.preprocessors import SpanLabelerPreprocessor
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.objectives import span_stats
 
@@ -101,6 +102,14 @@ class QuestionAnsweringTask(FinetuningTask):
     return arrays
 
   # ----------------------------------------------------------------- model
+  def preprocessor(self):
+    return SpanLabelerPreprocessor(
+        doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+        n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
+        version_2=self.version_2,
+        null_score_diff_threshold=self.null_score_diff_threshold,
+        **self._preprocessor_args())
+
   def build_model(self):
     return BertSpanLabeler(BertEncoder(self.config))
 

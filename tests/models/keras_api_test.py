@@ -10,7 +10,8 @@ import tf_keras
 from bert import BertEncoder, checkpoints
 from bert.data import classification_data as cd
 from bert.data import ner_data
-from bert.models import BertClassifier, BertTokenClassifier
+from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
+                         BertSpanLabeler, BertTokenClassifier)
 from conftest import minilm_dir, random_inputs, shared_data, small_config
 
 
@@ -26,9 +27,15 @@ def wnut(n):
 
 
 def one_step_lowers_the_loss(model, x, y):
+  """One `fit` step on all the rows of (x, y) (one length bucket, one
+  batch) lowers their loss."""
+  pre = model.preprocessor
+  buckets, pre.length_buckets = pre.length_buckets, (pre.seq_length,)
+  rows = len(pre.encode(x, y)["input_word_ids"])
   before = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
-  model.fit(x, y, batch_size=len(y), epochs=1, steps_per_epoch=1, verbose=0)
+  model.fit(x, y, batch_size=rows, epochs=1, verbose=0)
   after = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
+  pre.length_buckets = buckets
   assert model.optimizer.iterations.numpy() == 1
   assert after < before, (before, after)
 
@@ -53,6 +60,8 @@ def same_after_round_trips(model, x, tmp_path):
       np.testing.assert_allclose(outputs(other)[k], v, rtol=0, atol=1e-6)
     got = other.predict(x)
     for k, v in expected.items():
+      if k == "nbest":          # scores as floats: the answers are compared
+        continue
       if isinstance(v, np.ndarray) and v.dtype.kind == "f":
         np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-6)
       else:
@@ -135,3 +144,67 @@ def test_raw_text_without_a_preprocessor_is_a_clear_error():
   with pytest.raises(ValueError, match="has no default loss|string labels"):
     BertClassifier.from_pretrained(minilm_dir(), num_classes=2).fit(
         ["a", "b"], ["x", "y"], verbose=0)
+
+
+def squad(n):
+  from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+  return squad_data.read_squad(shared_data("squad", "dev-v1.1.json"))[:n]
+
+
+def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
+  examples = squad(8)
+  x = ([e.question for e in examples], [e.context for e in examples])
+  y = [e.answers[0] for e in examples]                  # (text, answer_start)
+  tf_keras.utils.set_random_seed(3)
+  model = BertSpanLabeler.from_pretrained(
+      minilm_dir(), preprocessor_args=dict(doc_stride=64, max_query_length=32),
+      seq_length=128)
+  assert model.preprocessor.doc_stride == 64
+  model.compile()
+  one_step_lowers_the_loss(model, x, y)
+  got = same_after_round_trips(model, x, tmp_path)
+  for e, answer, start, end in zip(examples, got["answers"], got["start"],
+                                   got["end"]):
+    assert answer and e.context[start:end] == answer    # cut from the context
+  with pytest.raises(ValueError, match="is not at character"):
+    model.fit(x, [("nowhere to be found", 0)] * len(y), verbose=0)
+
+
+def test_multiple_choice_on_raw_contexts_and_endings(tmp_path):
+  a, b, _ = mrpc(24)
+  # The right ending is the sentence's own pair; three others are not.
+  endings = [[b[i], b[(i + 5) % 24], b[(i + 11) % 24], b[(i + 17) % 24]]
+             for i in range(24)]
+  y = np.zeros(24, np.int32)
+  tf_keras.utils.set_random_seed(4)
+  model = BertMultipleChoice.from_pretrained(minilm_dir(), seq_length=96)
+  model.compile()
+  one_step_lowers_the_loss(model, (a, endings), y)
+  got = same_after_round_trips(model, (a[:6], endings[:6]), tmp_path)
+  assert got["probabilities"].shape == (6, 4)
+  np.testing.assert_array_equal(got["choices"], got["probabilities"].argmax(-1))
+  with pytest.raises(ValueError, match="same number of endings"):
+    model.predict((a[:2], [b[:4], b[:3]]))
+
+
+def test_pretrainer_fit_on_real_pretraining_records(pretraining_records):
+  """The pre-trainer's compile() default is the reference's loss (masked-LM
+  + next-sentence, `pretraining_losses`); one step on real records lowers it."""
+  from bert.data.pretraining_dataset import pretraining_dataset  # pylint: disable=g-import-not-at-top
+  from bert.tasks.pretraining import pretraining_losses  # pylint: disable=g-import-not-at-top
+  from conftest import PRETRAIN_PRED, PRETRAIN_SEQ  # pylint: disable=g-import-not-at-top
+  batch = next(iter(pretraining_dataset(pretraining_records, PRETRAIN_SEQ,
+                                        PRETRAIN_PRED, 16, is_training=False)))
+  inputs = {k: batch[k] for k in ("input_word_ids", "input_mask",
+                                  "input_type_ids", "masked_lm_positions")}
+  targets = {k: batch[k] for k in ("masked_lm_ids", "masked_lm_weights",
+                                   "next_sentence_labels")}
+  tf_keras.utils.set_random_seed(5)
+  model = BertPretrainer.from_pretrained(minilm_dir())
+  model.compile()
+  data = tf.data.Dataset.from_tensors((inputs, targets))
+  before = model.evaluate(data, return_dict=True, verbose=0)
+  reference = pretraining_losses(batch, model(inputs, training=False))
+  assert before["loss"] == pytest.approx(float(reference["loss"]), rel=1e-5)
+  model.fit(data, epochs=1, verbose=0)
+  assert model.evaluate(data, return_dict=True, verbose=0)["loss"] < before["loss"]

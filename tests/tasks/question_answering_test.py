@@ -165,3 +165,13 @@ def test_task_trains_evaluates_and_writes_predictions(tmp_path):
   contexts = {e.qas_id: e.context for e in held_out}
   assert all(p in contexts[q] for q, p in predictions.items())
   assert sd.squad_metrics(held_out, predictions)["f1"] == pytest.approx(results["f1"])
+  # The model run_experiment returns answers raw (question, context) pairs
+  # through the same windows and post-processing: the same answers.
+  model, _ = run_experiment(task, str(tmp_path), "predict",
+                            RuntimeConfig(strategy="one_device"), log_fn=None)
+  got = model.predict(([e.question for e in held_out],
+                       [e.context for e in held_out]))
+  assert got["answers"] == [predictions[e.qas_id] for e in held_out]
+  for e, answer, start, end in zip(held_out, got["answers"], got["start"],
+                                   got["end"]):
+    assert e.context[start:end] == answer
