@@ -777,64 +777,61 @@ def _extract(archive: str, dest: str, url: str) -> None:
   _extract_tar(archive, dest, url)
 
 
-def _extract_zip(archive, dest, url):
+def _extract_members(members, dest, url):
+  """Writes archive members (name, is_dir, is_regular, open_fn) under
+  `dest`, after checking every one: no path outside `dest`, no links or
+  special files, no name twice."""
+  for name, is_dir, is_regular, _ in members:     # check all before writing any
+    _member_parts(name, url)
+    if not (is_dir or is_regular):
+      raise UnsafeArchiveError(f"{url}: archive member {name!r} is a link or "
+                               "special file; refusing to extract")
   try:
-    with zipfile.ZipFile(archive) as zf:
-      members = zf.infolist()
-      for info in members:      # check every member before writing any
-        _member_parts(info.filename, url)
-        mode = (info.external_attr >> 16) & 0o170000
-        if mode and mode not in (0o100000, 0o040000):
-          raise UnsafeArchiveError(f"{url}: archive member {info.filename!r} is "
-                                   "a link or special file; refusing to extract")
-      for info in members:
-        parts = _member_parts(info.filename, url)
-        if not parts or parts[0] == "__MACOSX":
-          continue
-        path = _target(dest, parts, info.filename, url)
-        if info.is_dir():
-          os.makedirs(path, exist_ok=True)
-          continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with zf.open(info) as src, open(path, "xb") as out:
-          shutil.copyfileobj(src, out, _CHUNK)
-  except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
-    raise DownloadError(f"{url}: corrupt zip archive ({e}); nothing was "
-                        "kept") from e
+    for name, is_dir, _, open_fn in members:
+      parts = _member_parts(name, url)
+      if not parts or parts[0] == "__MACOSX":
+        continue
+      path = _target(dest, parts, name, url)
+      if is_dir:
+        os.makedirs(path, exist_ok=True)
+        continue
+      os.makedirs(os.path.dirname(path), exist_ok=True)
+      with open_fn() as src, open(path, "xb") as out:
+        shutil.copyfileobj(src, out, _CHUNK)
   except FileExistsError as e:
     raise UnsafeArchiveError(f"{url}: archive member {e.filename} appears twice; "
                              "refusing to extract") from e
+
+
+def _extract_zip(archive, dest, url):
+  try:
+    with zipfile.ZipFile(archive) as zf:
+      members = []
+      for info in zf.infolist():
+        # The Unix file type, where the zip records one (0: none recorded).
+        mode = (info.external_attr >> 16) & 0o170000
+        members.append((info.filename,
+                        info.is_dir() and mode in (0, 0o040000),
+                        not info.is_dir() and mode in (0, 0o100000),
+                        lambda info=info: zf.open(info)))
+      _extract_members(members, dest, url)
+  except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
+    raise DownloadError(f"{url}: corrupt zip archive ({e}); nothing was "
+                        "kept") from e
 
 
 def _extract_tar(archive, dest, url):
   try:
     with tarfile.open(archive) as tf:
-      members = tf.getmembers()
-      for m in members:
-        _member_parts(m.name, url)
-        if not (m.isreg() or m.isdir()):
-          raise UnsafeArchiveError(f"{url}: archive member {m.name!r} is a link "
-                                   "or special file; refusing to extract")
-      for m in members:
-        parts = _member_parts(m.name, url)
-        if not parts:
-          continue
-        path = _target(dest, parts, m.name, url)
-        if m.isdir():
-          os.makedirs(path, exist_ok=True)
-          continue
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with tf.extractfile(m) as src, open(path, "xb") as out:
-          shutil.copyfileobj(src, out, _CHUNK)
+      _extract_members([(m.name, m.isdir(), m.isreg(),
+                         lambda m=m: tf.extractfile(m))
+                        for m in tf.getmembers()], dest, url)
   except (tarfile.TarError, EOFError) as e:
     raise DownloadError(f"{url}: corrupt tar archive ({e}); nothing was "
                         "kept") from e
-  except FileExistsError as e:
-    raise UnsafeArchiveError(f"{url}: archive member {e.filename} appears twice; "
-                             "refusing to extract") from e
 
 
 __all__ = ["ALIASES", "CACHE_ENV", "ChecksumError", "DownloadError", "PRESETS",
            "Preset", "RemoteFile", "UnsafeArchiveError", "default_cache_dir",
-           "from_pretrained", "get_preset", "preset_names", "register_preset",
+           "get_preset", "is_preset", "preset_names", "register_preset",
            "resolve"]
