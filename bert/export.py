@@ -256,16 +256,14 @@ def export_trained(model_dir: str, path: str) -> str:
   classifier, span_labeler or tagger. Returns the kind."""
   from bert import tasks  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
-  vocab, lower = task.tokenizer.layer.vocab_file, task.tokenizer.lower_case
-  if isinstance(task, (tasks.ClassificationTask, tasks.TokenClassificationTask)):
-    # The same export as a model trained from Python (`model.export`).
-    model.attach_preprocessor(task.preprocessor())
-    model.export(path)
-    return ("classifier" if isinstance(task, tasks.ClassificationTask)
-            else "tagger")
-  if isinstance(task, tasks.QuestionAnsweringTask):
-    export_span_labeler(model, path, vocab, lower, task.seq_length,
-                        task.max_query_length, task.max_answer_length)
-    return "span_labeler"
+  kinds = ((tasks.ClassificationTask, "classifier"),
+           (tasks.TokenClassificationTask, "tagger"),
+           (tasks.QuestionAnsweringTask, "span_labeler"))
+  for task_class, kind in kinds:
+    if isinstance(task, task_class):
+      # The same export as a model trained from Python (`model.export`).
+      model.attach_preprocessor(task.preprocessor())
+      model.export(path)
+      return kind
   raise ValueError(f"{model_dir} trained a {type(task).__name__}, which has no "
                    "serving export (classification, QA and tagging do)")

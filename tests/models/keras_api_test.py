@@ -166,6 +166,12 @@ def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
   for e, answer, start, end in zip(examples, got["answers"], got["start"],
                                    got["end"]):
     assert answer and e.context[start:end] == answer    # cut from the context
+  model.export(str(tmp_path / "served"))     # what bert-export writes for QA
+  served = tf.saved_model.load(str(tmp_path / "served")).signatures[
+      "serving_default"](question=tf.constant(x[0][:2]),
+                         context=tf.constant(x[1][:2]))
+  for context, answer in zip(x[1][:2], served["answer"].numpy()):
+    assert answer.decode() and answer.decode() in context
   with pytest.raises(ValueError, match="is not at character"):
     model.fit(x, [("nowhere to be found", 0)] * len(y), verbose=0)
 
