@@ -130,7 +130,7 @@ class EncoderModel(tf_keras.Model):
       # Not tracked as the model's own (their sums are no weights of the
       # model); `metrics` lists them, so Keras reports and resets them.
       object.__setattr__(self, "_stat_metrics", {
-          name: RatioMetric(name=name) for name in self.stat_names})
+          name: tf_keras.metrics.Mean(name=name) for name in self.stat_names})
 
   # ----------------------------------------------------- from_pretrained
   # The preprocessor class `from_pretrained` attaches (None: none).
@@ -286,7 +286,10 @@ class EncoderModel(tf_keras.Model):
     for name, (numerator, denominator) in stats.items():
       if name == "loss" and not self._task_loss:
         continue   # Keras' own tracker reports the compiled loss
-      self._stat_metrics[name].update_state(numerator, denominator)
+      # Batch ratios weighted by their denominators: sum(num) / sum(den)
+      # over the epoch, as the custom loop reports a stat.
+      self._stat_metrics[name].update_state(
+          tf.math.divide_no_nan(numerator, denominator), sample_weight=denominator)
     if self._output_metrics:
       self.compiled_metrics.update_state(y, outputs[self.main_output],
                                          sample_weight)
@@ -353,26 +356,6 @@ class EncoderModel(tf_keras.Model):
       model.attach_preprocessor(tf_keras.layers.deserialize(
           preprocessor, custom_objects=custom_objects))
     return model
-
-
-@tf_keras.utils.register_keras_serializable(package="bert")
-class RatioMetric(tf_keras.metrics.Metric):
-  """sum(numerator) / sum(denominator) over batches: a task stat over the
-  whole epoch or evaluation, as the custom training loop reports it."""
-
-  def __init__(self, name, **kwargs):
-    super().__init__(name=name, **kwargs)
-    self.sums = self.add_weight("sums", shape=[2], initializer="zeros")
-
-  def update_state(self, numerator, denominator):
-    self.sums.assign_add(tf.stack([tf.cast(numerator, tf.float32),
-                                   tf.cast(denominator, tf.float32)]))
-
-  def result(self):
-    return tf.math.divide_no_nan(self.sums[0], self.sums[1])
-
-  def reset_state(self):
-    self.sums.assign(tf.zeros([2]))
 
 
 def _summed_rows(grad):
