@@ -16,7 +16,7 @@ what the task means (labels and probabilities, one tag per word).
 """
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -305,11 +305,6 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 
   def get_config(self):
     return dict(super().get_config(), labels=self.labels)
-
-
-def config_of(preprocessor) -> Optional[Dict[str, Any]]:
-  return (None if preprocessor is None
-          else tf_keras.layers.serialize(preprocessor))
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
