@@ -15,8 +15,9 @@ Per repeat, in turn (A B A B ...; never two at once):
      `compile()`, `fit(x=(a, b), y=labels, epochs=3, batch_size=32)`,
      `evaluate` on dev;
   B  `bert-train --task=glue_mrpc --init_checkpoint=... --mode=train_and_eval`
-     with `RuntimeConfig.seed` and `ClassificationTask.seed` = --seed and one
-     loop per epoch.
+     with `RuntimeConfig.seed` = --seed (the global seed, as A's
+     `tf_keras.utils.set_random_seed`; both shuffle with the default op seed)
+     and one loop per epoch.
 Throughput: training examples per second over epochs 2 and 3 (epoch 1
 includes tracing), from a Keras callback (A) and from the loop's log lines
 (B). Prints one JSON line per run and a summary with the CPU model and flags.
@@ -127,15 +128,14 @@ def run_fit(args):
 
 def run_train(args, model_dir):
   # One loop per epoch: ceil(3668 / 32) MRPC batches, ceil(3394 / 32) WNUT.
-  task, gin_task, steps_per_epoch = {
-      "mrpc": ("glue_mrpc", "ClassificationTask", 115),
-      "wnut17": ("ner_wnut17", "TokenClassificationTask", 107)}[args.task]
+  task, steps_per_epoch = {
+      "mrpc": ("glue_mrpc", 115),
+      "wnut17": ("ner_wnut17", 107)}[args.task]
   command = [
       "bert-train", f"--task={task}", f"--init_checkpoint={args.model}",
       f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
       "--mode=train_and_eval",
       f"--gin_param=RuntimeConfig.seed={args.seed}",
-      f"--gin_param={gin_task}.seed={args.seed}",
       f"--gin_param=RuntimeConfig.steps_per_loop={steps_per_epoch}",
       "--gin_param=RuntimeConfig.eval_interval=100000"]
   out = subprocess.run(command, check=True, capture_output=True, text=True)

@@ -10,6 +10,16 @@ import os
 # TF_ENABLE_ONEDNN_OPTS (0 or 1) always wins.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+import tf_keras
+
+# Dropout layers draw from a tf.random.Generator (and unseeded initializers
+# from seeds) that `tf_keras.utils.set_random_seed` seeds: a run's masks are
+# then a function of its seed, whether it trains with `fit` or `bert-train`,
+# and the generators' states can be checkpointed, so a resumed run draws the
+# masks the interrupted one would have. Layers created before this import
+# keep the legacy stateful ops.
+tf_keras.backend.experimental.enable_tf_random_generator()
+
 from bert.config import BertConfig
 from bert import layers
 from bert import networks

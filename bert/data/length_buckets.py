@@ -11,7 +11,8 @@ For inference, rows are run in length order (short rows share batches with
 short rows) and the outputs returned in row order.
 """
 
-from typing import Callable, Dict, List, Mapping, Sequence
+import math
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -61,6 +62,46 @@ def sequence_keys(features: Mapping[str, np.ndarray], seq_length: int) -> List[s
   """The features whose last axis is the padded sequence axis."""
   return [k for k, v in features.items()
           if np.ndim(v) >= 2 and np.shape(v)[-1] == seq_length]
+
+
+# The op-level seed of the training shuffle (the global seed,
+# `tf_keras.utils.set_random_seed` or `RuntimeConfig.seed`, is the other half):
+# the default of `FinetuningTask.seed` and of the Keras path's `fit`.
+SHUFFLE_SEED = 42
+
+
+def steps_per_epoch(num_rows: int, batch_size: int) -> int:
+  """Steps of one epoch: every row once, the last batch filled up from the
+  next epoch's rows."""
+  return max(1, math.ceil(num_rows / batch_size))
+
+
+def training_batches(rows: tf.data.Dataset, num_rows: int, batch_size: int,
+                     buckets: Sequence[int], shuffle: bool = True,
+                     seed: Optional[int] = SHUFFLE_SEED,
+                     group_by_length: bool = True) -> tf.data.Dataset:
+  """The endless stream of training batches over a split's `rows` (dicts
+  with an `input_mask`): shuffled (seeded, anew each pass) and repeated,
+  then `batch_size` rows of one length bucket per batch (with
+  `group_by_length` and more than one bucket). Every batch is full; cut it
+  with `bucket_cutter`.
+
+  `bert-train` and `fit` on raw inputs both draw their batches from this
+  stream, so the same seeds give them the same batches in the same order.
+  """
+  if shuffle:
+    rows = rows.shuffle(num_rows, seed=seed, reshuffle_each_iteration=True)
+  rows = rows.repeat()
+  if not group_by_length or len(buckets) == 1:
+    return rows.batch(batch_size, drop_remainder=True)
+  lengths = tf.constant(buckets, tf.int32)
+  return rows.group_by_window(
+      # One row (with its choice axis, if any) -> its bucket.
+      key_func=lambda row: tf.cast(bucket_index(
+          row_length(row["input_mask"][tf.newaxis]), lengths)[0], tf.int64),
+      reduce_func=lambda _, window: window.batch(batch_size,
+                                                 drop_remainder=True),
+      window_size=batch_size)
 
 
 def bucket_cutter(keys: Sequence[str], buckets: Sequence[int],

@@ -213,17 +213,17 @@ class EncoderModel(tf_keras.Model):
                        "or pass the encoder's int inputs")
     return raw
 
-  def _raw_dataset(self, x, y, batch_size, shuffle):
+  def _raw_dataset(self, x, y, batch_size):
+    """One pass over raw inputs, batched by length bucket."""
     features = self.preprocessor.encode(x, y)
     targets = None if y is None else self.preprocessor.targets(y, features)
-    return self.preprocessor.dataset(features, targets, batch_size or 32,
-                                     shuffle=shuffle)
+    return self.preprocessor.dataset(features, targets, batch_size or 32)
 
   def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
     """Keras `evaluate`; raw inputs (see `preprocessor`) are tokenized and
     batched by length bucket."""
     if self._raw(x):
-      x, y, batch_size = self._raw_dataset(x, y, batch_size, False), None, None
+      x, y, batch_size = self._raw_dataset(x, y, batch_size), None, None
     return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
   def predict(self, x, batch_size=None, **kwargs):
@@ -242,15 +242,29 @@ class EncoderModel(tf_keras.Model):
   def fit(self, x=None, y=None, batch_size=None, epochs=1,
           validation_data=None, shuffle=True, **kwargs):
     """Keras `fit`. Raw inputs (see `preprocessor`) are tokenized once and
-    fed in batches of one length bucket, reshuffled every epoch. With the
+    fed as `bert-train` feeds them (`length_buckets.training_batches`:
+    seeded shuffle, anew each pass; batches of one length bucket), one
+    epoch being `ceil(rows / batch_size)` steps: the same global seed
+    (`tf_keras.utils.set_random_seed`) gives the same batches, head and
+    dropout masks as `bert-train` with `RuntimeConfig.seed`. With the
     recipe optimizer (`compile()`), the first call builds it with its
     schedule spanning the steps this call runs."""
-    if self._raw(x):
-      x = self._raw_dataset(x, y, batch_size, shuffle)
-      y = batch_size = None
+    dropout_generators(self)     # where run_experiment creates them
+    raw = self._raw(x)
+    if raw:
+      from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
+      features = self.preprocessor.encode(x, y)
+      targets = self.preprocessor.targets(y, features)
+      kwargs.setdefault("steps_per_epoch", lb.steps_per_epoch(
+          len(features["input_word_ids"]), batch_size or 32))
+      x = self.preprocessor.dataset(features, targets, batch_size or 32,
+                                    training=True, shuffle=shuffle)
+      y = None
     if (isinstance(validation_data, tuple) and validation_data
         and self._raw(validation_data[0])):
-      validation_data = self._raw_dataset(*validation_data[:2], batch_size, False)
+      validation_data = self._raw_dataset(*validation_data[:2], batch_size)
+    if raw:
+      batch_size = None
     if getattr(self, "_recipe", None) is not None:
       from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
           build_optimizer)
@@ -356,6 +370,37 @@ class EncoderModel(tf_keras.Model):
       model.attach_preprocessor(tf_keras.layers.deserialize(
           preprocessor, custom_objects=custom_objects))
     return model
+
+
+def dropout_generators(model):
+  """The tf.random.Generators of `model`'s dropout layers, created now, in
+  the order of `model.submodules`.
+
+  Each draws its seed from the global seed when created, so both training
+  paths (`fit`, `run_experiment`) create them at the same point, before the
+  first step, and so draw the same masks. A generator made in a strategy's
+  scope folds the replica id into every draw; with one replica they are
+  made outside it, so that `bert-train`'s OneDeviceStrategy and `fit`'s
+  default strategy draw the same masks. tf_keras does not track them;
+  `run_experiment` checkpoints them, so a resumed run continues the masks.
+  """
+  strategy = model.distribute_strategy
+  if strategy.num_replicas_in_sync > 1:
+    with strategy.scope():
+      return _make_dropout_generators(model)
+  return _make_dropout_generators(model)
+
+
+def _make_dropout_generators(model):
+  generators = []
+  for layer in model.submodules:
+    rng = getattr(layer, "_random_generator", None)
+    if rng is None or not hasattr(rng, "_maybe_init"):
+      continue
+    rng._maybe_init()   # pylint: disable=protected-access
+    if getattr(rng, "_generator", None) is not None:
+      generators.append(rng._generator)   # pylint: disable=protected-access
+  return generators
 
 
 def _summed_rows(grad):

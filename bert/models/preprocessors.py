@@ -5,8 +5,8 @@ A preprocessor holds the checkpoint's vocabulary and casing and the
 `seq_length`; it turns a task's raw inputs into the model's int inputs (the
 same ids and packing as the task classes and `bert-train`: one tokenizer,
 `bert.data.Tokenizer`, run in-graph over batches), builds the `tf.data`
-pipeline over them (shuffled per epoch, batches grouped by length bucket and
-cut to it: no compute on padding), and turns the model's outputs back into
+pipeline over them (for training, the stream `bert-train` draws from:
+shuffled, batches of one length bucket, cut to it: no compute on padding), and turns the model's outputs back into
 what the task means (labels and probabilities, one tag per word).
 
   TextClassifierPreprocessor   strings, or (a, b) pairs of string lists
@@ -106,24 +106,33 @@ class BertPreprocessor(tf_keras.layers.Layer):
     return int(sum(math.ceil(c / batch_size) for c in counts))
 
   def dataset(self, features, targets=None, batch_size: int = 32,
-              shuffle: bool = False, seed: Optional[int] = None
-              ) -> tf.data.Dataset:
-    """(inputs, targets) batches (inputs alone without targets): rows of
-    one length bucket per batch, cut to it; shuffled anew each epoch."""
+              training: bool = False, shuffle: bool = True,
+              seed: Optional[int] = lb.SHUFFLE_SEED) -> tf.data.Dataset:
+    """(inputs, targets) batches (inputs alone without targets), each cut
+    to its length bucket.
+
+    training: the endless stream `bert-train` draws its batches from
+      (`length_buckets.training_batches`: shuffled anew each pass unless
+      `shuffle=False`, full batches of one bucket); `fit` runs
+      `length_buckets.steps_per_epoch` of them per epoch. Otherwise one pass
+      over the rows, batched by bucket.
+    """
     n = len(features["input_word_ids"])
     data = dict(self.model_inputs(features))
     if targets is not None:
       data["targets"] = targets
     ds = tf.data.Dataset.from_tensor_slices(data)
-    if shuffle:
-      ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
-    buckets = tf.constant(self.length_buckets, tf.int32)
-    ds = ds.group_by_window(
-        # One row (with its choice axis, if any) -> its bucket.
-        key_func=lambda d: tf.cast(lb.bucket_index(
-            lb.row_length(d["input_mask"][tf.newaxis]), buckets)[0], tf.int64),
-        reduce_func=lambda _, rows: rows.batch(batch_size),
-        window_size=batch_size)
+    if training:
+      ds = lb.training_batches(ds, n, batch_size, self.length_buckets,
+                               shuffle=shuffle, seed=seed)
+    else:
+      buckets = tf.constant(self.length_buckets, tf.int32)
+      ds = ds.group_by_window(
+          key_func=lambda d: tf.cast(lb.bucket_index(
+              lb.row_length(d["input_mask"][tf.newaxis]), buckets)[0],
+                                     tf.int64),
+          reduce_func=lambda _, rows: rows.batch(batch_size),
+          window_size=batch_size)
     # Targets with a sequence axis (per-token labels) are cut with the inputs.
     cut = lb.bucket_cutter(
         INPUT_KEYS + (("targets",) if np.ndim(targets) == 2 else ()),
@@ -135,8 +144,10 @@ class BertPreprocessor(tf_keras.layers.Layer):
       return inputs if targets is None else (inputs, d["targets"])
 
     ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.apply(tf.data.experimental.assert_cardinality(
-        self.num_batches(features, batch_size))).prefetch(tf.data.AUTOTUNE)
+    if not training:
+      ds = ds.apply(tf.data.experimental.assert_cardinality(
+          self.num_batches(features, batch_size)))
+    return ds.prefetch(tf.data.AUTOTUNE)
 
   def predict_features(self, predict_fn, features, batch_size: int):
     """`predict_fn(batch)` (the model's outputs) on every row, run in length

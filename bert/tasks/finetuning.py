@@ -64,7 +64,7 @@ class FinetuningTask(Task):
                do_lower_case: Optional[bool] = None, seq_length: int = 128,
                global_batch_size: int = 32, eval_batch_size: int = 64,
                num_train_epochs: float = 3.0, dropout_rate: float = 0.1,
-               seed: int = 42,
+               seed: int = lb.SHUFFLE_SEED,
                length_buckets: Optional[Sequence[int]] = None,
                group_by_length: bool = True, pack: bool = False,
                max_per_row: int = 8):
@@ -129,8 +129,10 @@ class FinetuningTask(Task):
     return self._cache[split]
 
   def num_train_steps(self) -> int:
+    # Whole epochs run the steps of as many `fit` epochs.
     n = len(self.features("train")["input_word_ids"])
-    return max(1, int(math.ceil(n * self.num_train_epochs / self._global_batch_size)))
+    return max(1, math.ceil(
+        self.num_train_epochs * lb.steps_per_epoch(n, self._global_batch_size)))
 
   def build_inputs(self, input_context, training, start_step=0):
     """Training: shuffled (seeded, reshuffled each epoch), repeated, grouped
@@ -156,26 +158,17 @@ class FinetuningTask(Task):
       return ds.batch(self.eval_batch_size).map(cut).prefetch(tf.data.AUTOTUNE)
     batch = (input_context.get_per_replica_batch_size(self._global_batch_size)
              if input_context else self._global_batch_size)
-    ds = ds.shuffle(len(data["input_word_ids"]), seed=self.seed,
-                    reshuffle_each_iteration=True).repeat()
-    if self.pack:
-      ds = ds.batch(batch, drop_remainder=True)
-      ds = ds.skip(start_step * (self._global_batch_size // batch) // pipelines)
-      return ds.map(packing.batch_packer(
-          ds.element_spec, self.seq_length, self.max_per_row,
-          self.pack_pad_values)).prefetch(tf.data.AUTOTUNE)
-    if self.group_by_length and len(self.length_buckets) > 1:
-      buckets = tf.constant(self.length_buckets, tf.int32)
-      ds = ds.group_by_window(
-          key_func=lambda f: tf.cast(lb.bucket_index(
-              lb.row_length(f["input_mask"]), buckets)[0], tf.int64),
-          reduce_func=lambda _, rows: rows.batch(batch, drop_remainder=True),
-          window_size=batch)
-    else:
-      ds = ds.batch(batch, drop_remainder=True)
+    # Packed batches are packed from whole batches of rows of any length.
+    ds = lb.training_batches(
+        ds, len(data["input_word_ids"]), batch, self.length_buckets,
+        seed=self.seed, group_by_length=self.group_by_length and not self.pack)
     # Each step takes one batch per replica; this pipeline feeds
     # replicas / pipelines of them.
     ds = ds.skip(start_step * (self._global_batch_size // batch) // pipelines)
+    if self.pack:
+      return ds.map(packing.batch_packer(
+          ds.element_spec, self.seq_length, self.max_per_row,
+          self.pack_pad_values)).prefetch(tf.data.AUTOTUNE)
     return ds.map(cut).prefetch(tf.data.AUTOTUNE)
 
   def source_file(self, split: str) -> str:

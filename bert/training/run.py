@@ -20,6 +20,7 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
+from bert.models._base import dropout_generators
 from bert.tasks.base import Task
 from bert.training import distribute
 from bert.training.optimization import OptimizerConfig, build_optimizer
@@ -86,28 +87,8 @@ def _setup(runtime: RuntimeConfig):
     tf_keras.utils.set_random_seed(runtime.seed)
   if runtime.deterministic:
     tf.config.experimental.enable_op_determinism()
-  # Dropout draws from a tf.random.Generator whose state is a variable of the
-  # model, so it is checkpointed and a resumed run draws the same masks.
-  tf_keras.backend.experimental.enable_tf_random_generator()
   distribute.set_precision(runtime.mixed_precision)
   return distribute.get_strategy(runtime.strategy, runtime.tpu)
-
-
-def _dropout_generators(model):
-  """The tf.random.Generators of the model's dropout layers, created now.
-
-  tf_keras does not track them, so they are checkpointed explicitly: a
-  resumed run then continues the dropout masks of the interrupted one.
-  """
-  generators = []
-  for layer in model.submodules:
-    rng = getattr(layer, "_random_generator", None)
-    if rng is None or not hasattr(rng, "_maybe_init"):
-      continue
-    rng._maybe_init()   # pylint: disable=protected-access
-    if getattr(rng, "_generator", None) is not None:
-      generators.append(rng._generator)   # pylint: disable=protected-access
-  return generators
 
 
 def _set_aside_unreadable_checkpoints(model_dir: str, log_fn) -> None:
@@ -248,7 +229,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     optimizer = build_optimizer(optimizer_config)
     if runtime.mixed_precision == "mixed_float16":
       optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    dropout_rng = _dropout_generators(model)
+  # Checkpointed: a resumed run continues the dropout masks.
+  dropout_rng = dropout_generators(model)
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                    dropout_rng=dropout_rng)
   if chief and mode != "predict":

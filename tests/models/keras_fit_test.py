@@ -7,7 +7,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from tasks.classification_test import make_task
+from tasks.classification_test import WORDS, make_task
 
 
 def _weights_after_custom_loop(task, model_dir, steps, seed):
@@ -75,3 +75,53 @@ def test_schedule_spans_the_steps_fit_runs(tmp_path):
   assert rates[1] == pytest.approx(5e-5)                         # peak at 10%
   assert rates[2] == pytest.approx(0.0, abs=1e-12)               # decayed at the end
   assert model.optimizer.iterations.numpy() == 32
+
+
+def _write_varied_rows(path, n=256):
+  """Labelled rows of 3 to 24 words: they fall into several buckets."""
+  rng = np.random.RandomState(7)
+  rows = ["text\tlabel"]
+  for _ in range(n):
+    words = list(rng.choice(WORDS, rng.randint(2, 24)))
+    good = rng.rand() < 0.5
+    words.insert(rng.randint(0, len(words)), "good" if good else "bad")
+    rows.append(" ".join(words) + "\t" + ("pos" if good else "neg"))
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(rows) + "\n")
+
+
+def _raw_rows(path):
+  with open(path, encoding="utf-8") as f:
+    rows = [line.rstrip("\n").split("\t") for line in f][1:]
+  return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def _weights_after_raw_fit(task, path, seed, shuffle=True):
+  """`fit` on the raw strings of `path`, as a user would after seeding."""
+  tf_keras.utils.set_random_seed(seed)
+  model = task.build_model()
+  model.attach_preprocessor(task.preprocessor())
+  model.compile()
+  texts, labels = _raw_rows(path)
+  model.fit(texts, labels, epochs=1, batch_size=task.global_batch_size,
+            shuffle=shuffle, verbose=0)
+  return model.optimizer.iterations.numpy(), model.get_weights()
+
+
+def test_same_seed_same_run_on_raw_strings(tmp_path):
+  """With dropout on, shuffling and length buckets: `fit` on raw strings
+  and `run_experiment` at one global seed draw the same batches, head and
+  dropout masks, so they end on the same weights. A different data order
+  (`shuffle=False`) ends elsewhere."""
+  task = make_task(tmp_path, epochs=1, length_buckets=(8, 16, 32))
+  path = str(tmp_path / "data0.tsv")         # the task's train file
+  _write_varied_rows(path)                   # 256 rows: 16 steps of 16
+  lengths = task.features("train")["input_mask"].sum(-1)
+  assert len(set(np.searchsorted([8, 16, 32], lengths))) == 3
+  assert task.config.hidden_dropout_prob > 0 and task.dropout_rate > 0
+  expected = _weights_after_custom_loop(task, str(tmp_path / "loop"), 16, seed=5)
+  steps, got = _weights_after_raw_fit(task, path, seed=5)
+  assert steps == 16
+  assert _max_relative(got, expected) <= 1e-5
+  _, other = _weights_after_raw_fit(task, path, seed=5, shuffle=False)
+  assert _max_relative(other, expected) > 1e-3
