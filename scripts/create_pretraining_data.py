@@ -6,8 +6,10 @@
       --num_shards=4 --num_processes=2
 
 Input: one sentence per line, a blank line between documents (globs and
-comma lists). Output: num_shards TFRecord files of tf.train.Example with the
-google-research feature names (input_ids, input_mask, segment_ids,
+comma lists). Output: num_shards TFRecord files and a manifest.json listing
+them (readers refuse TFRecords in the folder that it does not list); a folder
+with files of an earlier run is refused unless --overwrite. Records are
+tf.train.Example with the google-research feature names (input_ids, input_mask, segment_ids,
 masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels).
 The same flags, seed and shard count give the same files.
 """
@@ -35,6 +37,8 @@ flags.DEFINE_float("short_seq_prob", 0.1,
 flags.DEFINE_integer("num_shards", 1, "Output files (documents are dealt "
                      "round-robin into shards).")
 flags.DEFINE_integer("num_processes", 1, "Worker processes.")
+flags.DEFINE_bool("overwrite", False, "Delete the TFRecords and manifest of "
+                  "an earlier run in --output_dir (otherwise refused).")
 flags.mark_flags_as_required(["input_file", "output_dir", "vocab_file"])
 
 
@@ -51,8 +55,9 @@ def main(argv):
   try:
     summaries = pd.create_pretraining_data(
         FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
-        num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes)
-  except (FileNotFoundError, ValueError) as e:
+        num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
+        overwrite=FLAGS.overwrite)
+  except (FileNotFoundError, FileExistsError, ValueError) as e:
     raise app.UsageError(str(e)) from None
   s = pd.total(summaries)
   slots = s.instances * config.max_seq_length

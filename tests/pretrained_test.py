@@ -117,7 +117,9 @@ def tiny(tmp_path_factory):
   folder inside), a flat TF1 zip, and an HF folder; plus its weights."""
   root = tmp_path_factory.mktemp("tiny")
   vocab = root / "vocab.txt"
-  vocab.write_text("".join(f"[unused{i}]\n" for i in range(VOCAB_SIZE)))
+  specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  vocab.write_text("".join(t + "\n" for t in specials + [
+      f"[unused{i}]" for i in range(VOCAB_SIZE - len(specials))]))
   config = BertConfig(vocab_size=VOCAB_SIZE, hidden_size=32, num_hidden_layers=2,
                       num_attention_heads=2, intermediate_size=64,
                       max_position_embeddings=16)

@@ -30,6 +30,8 @@ from bert.checkpoints import tf1
 from bert import pretrained
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
+from bert.data._io import present
+from bert.layers.bert_tokenizer import read_vocab
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models.bert_pretrainer import build_pretraining_heads
@@ -90,7 +92,7 @@ def detect_format(path: str) -> str:
 
 def _metadata(folder: str) -> dict:
   path = os.path.join(folder, METADATA_FILE)
-  if not os.path.exists(path):
+  if not present(path):
     return {}
   try:
     with open(path, encoding="utf-8") as f:
@@ -177,15 +179,18 @@ def _read_config(folder, name):
 def _checked_vocab(folder, config):
   """The folder's vocab.txt (None if absent), checked against the config."""
   path = os.path.join(folder, VOCAB_FILE)
-  if not os.path.exists(path):
+  if not present(path):
     return None
   _check_vocab_size(path, config)
   return path
 
 
 def _check_vocab_size(vocab_file, config):
-  with open(vocab_file, encoding="utf-8") as f:
-    size = len(f.read().splitlines())
+  """A well-formed vocab (`read_vocab`) of the config's size."""
+  try:
+    size = len(read_vocab(vocab_file))
+  except ValueError as e:
+    raise CheckpointError(str(e)) from None
   if size != config.vocab_size:
     raise CheckpointMismatchError(
         f"{vocab_file}: {size} tokens, but the config says vocab_size="
@@ -195,7 +200,7 @@ def _check_vocab_size(vocab_file, config):
 def _do_lower_case(folder, fmt) -> Optional[bool]:
   """From the checkpoint's metadata where known, else None."""
   value = _metadata(folder).get("do_lower_case")
-  if value is None and os.path.exists(os.path.join(folder, "tokenizer_config.json")):
+  if value is None and present(os.path.join(folder, "tokenizer_config.json")):
     with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
       value = json.load(f).get("do_lower_case")
   if value is not None:

@@ -1,15 +1,32 @@
 """Reading user text files: every decoding problem names the file and line."""
 
+import errno
 import os
 from typing import Iterator, Tuple
 
 from bert.data.errors import DataError
 
 
+def present(path: str) -> bool:
+  """Whether a file or folder is at `path`. A symlink that leads nowhere
+  (dangling, or a loop) is an error naming it, never "absent": a reader
+  that skipped it would go on without the file the user put there."""
+  if not os.path.lexists(path):
+    return False
+  try:
+    os.path.realpath(path, strict=True)
+  except OSError as e:
+    what = ("a symlink loop" if getattr(e, "errno", None) == errno.ELOOP
+            else f"a symlink to {os.readlink(path)!r}, which does not exist"
+            if os.path.islink(path) else f"unreadable ({e.strerror})")
+    raise FileNotFoundError(f"{path}: {what}") from None
+  return True
+
+
 def text_lines(path: str) -> Iterator[Tuple[int, str]]:
   """(line number, line with its newline) of a UTF-8 file (a leading BOM is
   dropped). Invalid UTF-8 is a DataError naming the file and line."""
-  if not os.path.exists(path):
+  if not present(path):
     raise FileNotFoundError(f"{path}: no such file")
   with open(path, "rb") as f:
     for number, raw in enumerate(f, start=1):
@@ -25,7 +42,7 @@ def text_lines(path: str) -> Iterator[Tuple[int, str]]:
 
 def read_text(path: str) -> str:
   """The whole UTF-8 file; invalid UTF-8 is a DataError naming the line."""
-  if not os.path.exists(path):
+  if not present(path):
     raise FileNotFoundError(f"{path}: no such file")
   with open(path, "rb") as f:
     data = f.read()

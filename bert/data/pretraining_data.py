@@ -29,6 +29,7 @@ import collections
 import dataclasses
 import glob
 import itertools
+import json
 import os
 import random
 import time
@@ -450,14 +451,23 @@ def _run_shard(args):
 
 def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
                             config: PretrainingDataConfig, num_shards: int = 1,
-                            num_processes: int = 1, log=print) -> List[ShardSummary]:
-  """Creates `num_shards` TFRecord files in `output_dir` using processes."""
+                            num_processes: int = 1, log=print,
+                            overwrite: bool = False) -> List[ShardSummary]:
+  """Creates `num_shards` TFRecord files in `output_dir` using processes,
+  then `manifest.json` listing them (written last: a folder without it
+  holds an unfinished run).
+
+  A folder that holds files of an earlier run (TFRecords, a manifest) is
+  refused, since a reader's `output_dir/*.tfrecord` would mix them in; with
+  `overwrite` they are deleted first.
+  """
   files = expand_inputs(input_spec)
   for path in files:
     if os.path.getsize(path) == 0:
       log(f"warning: {path} is empty; skipped")
   shards = shard_documents(files, num_shards)
   os.makedirs(output_dir, exist_ok=True)
+  _clear_earlier_run(output_dir, overwrite, log)
   jobs = [(docs, i, os.path.join(output_dir,
                                  f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord"),
            vocab_file, config) for i, docs in enumerate(shards)]
@@ -476,7 +486,69 @@ def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
       log(f"shard {summary.shard}: {summary.instances} instances in "
           f"{summary.seconds:.1f} s")
       summaries.append(summary)
-  return sorted(summaries, key=lambda s: s.shard)
+  summaries = sorted(summaries, key=lambda s: s.shard)
+  _write_manifest(output_dir, [os.path.basename(job[2]) for job in jobs],
+                  summaries, config)
+  return summaries
+
+
+MANIFEST = "manifest.json"
+
+
+def _earlier_files(output_dir: str) -> List[str]:
+  return sorted(f for f in os.listdir(output_dir)
+                if f == MANIFEST or f.endswith((".tfrecord", ".tfrecord.tmp")))
+
+
+def _clear_earlier_run(output_dir: str, overwrite: bool, log) -> None:
+  earlier = _earlier_files(output_dir)
+  if not earlier:
+    return
+  if not overwrite:
+    shown = ", ".join(earlier[:3]) + (f" and {len(earlier) - 3} more"
+                                      if len(earlier) > 3 else "")
+    raise FileExistsError(
+        f"{output_dir} holds files of an earlier run ({shown}), which a "
+        f"reader of {output_dir}/*.tfrecord would mix in; pass --overwrite "
+        "to delete them, or choose another --output_dir")
+  for name in earlier:
+    os.remove(os.path.join(output_dir, name))
+  log(f"--overwrite: deleted {len(earlier)} files of an earlier run in "
+      f"{output_dir}")
+
+
+def _write_manifest(output_dir, names, summaries, config) -> None:
+  manifest = dict(files=names,
+                  instances={n: s.instances for n, s in zip(names, summaries)},
+                  config=dataclasses.asdict(config))
+  path = os.path.join(output_dir, MANIFEST)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(manifest, f, indent=1)
+  os.replace(path + ".tmp", path)
+
+
+def check_manifests(files: Sequence[str]) -> None:
+  """Refuses files that sit beside a `manifest.json` that does not list
+  them: data of another run in the same folder."""
+  by_folder = {}
+  for path in files:
+    by_folder.setdefault(os.path.dirname(path), []).append(path)
+  for folder, paths in by_folder.items():
+    manifest = os.path.join(folder, MANIFEST)
+    if not os.path.exists(manifest):
+      continue      # not made by bert-create-pretraining-data (or unfinished)
+    try:
+      with open(manifest, encoding="utf-8") as f:
+        listed = set(json.load(f)["files"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise ValueError(f"{manifest}: unreadable ({type(e).__name__}: {e})"
+                       ) from None
+    stray = [p for p in paths if os.path.basename(p) not in listed]
+    if stray:
+      raise ValueError(f"{stray[0]}: not listed in {manifest} (a file of "
+                       "another run?); remove it, or recreate the data with "
+                       "--overwrite")
+
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int):

@@ -25,13 +25,16 @@ _RENAME = {
 
 
 def list_files(file_pattern: str) -> List[str]:
-  """The files of comma-separated globs, each glob's matches sorted."""
+  """The files of comma-separated globs, each glob's matches sorted; files
+  beside a `manifest.json` that does not list them are refused."""
   files = []
   for pattern in [p for p in file_pattern.split(",") if p]:
     matched = tf.io.gfile.glob(pattern)
     if not matched:
       raise FileNotFoundError(f"{pattern}: matches no TFRecord file")
     files += sorted(matched)
+  from bert.data.pretraining_data import check_manifests  # pylint: disable=g-import-not-at-top
+  check_manifests(files)
   return files
 
 

@@ -1,6 +1,5 @@
 """`BertTokenizer`: raw strings -> WordPiece ids (and offsets), in-graph."""
 
-import os
 from typing import Dict, List, Optional, Sequence
 
 import tensorflow as tf
@@ -38,19 +37,34 @@ def _fast_path_pattern(lower_case: bool) -> str:
 _LONG_RUN_PATTERN = "(?s).*[^\\s!-/:-@\\[-`{-~]{26,}.*"
 
 
+SPECIAL_TOKENS = (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]")
+
+
 def read_vocab(vocab_file: str) -> List[str]:
-  """Tokens of a vocab.txt, one per line; id = line number."""
-  if not os.path.exists(vocab_file):
-    raise FileNotFoundError(f"vocab file {vocab_file} does not exist")
-  with open(vocab_file, "r", encoding="utf-8") as f:
-    vocab = [line.strip() for line in f.read().splitlines()]
+  """Tokens of a vocab.txt, one per line; id = line number. Checked as
+  `check_vocab` checks a list, errors naming the file and line."""
+  from bert.data._io import read_text  # pylint: disable=g-import-not-at-top
+  return check_vocab([line.strip() for line in read_text(vocab_file).splitlines()],
+                     vocab_file)
+
+
+def check_vocab(tokens: Sequence[str], source: str = "vocabulary") -> List[str]:
+  """`tokens` as a list, or a ValueError naming `source` and the line: a
+  blank line (it would give an id to "" and none to the token meant there),
+  a repeated token, or a missing special token."""
   seen = {}
-  for i, token in enumerate(vocab):
+  for i, token in enumerate(tokens):
+    if not token:
+      raise ValueError(f"{source}:{i + 1}: blank line; each line of a vocab "
+                       "is one token (its id is the line number - 1)")
     if token in seen:
-      raise ValueError(f"{vocab_file}:{i + 1}: token {token!r} repeats line "
+      raise ValueError(f"{source}:{i + 1}: token {token!r} repeats line "
                        f"{seen[token] + 1}")
     seen[token] = i
-  return vocab
+  for token in SPECIAL_TOKENS:
+    if token not in seen:
+      raise ValueError(f"{source} has no {token} token")
+  return list(tokens)
 
 
 def _utf8_length(cps):
@@ -96,11 +110,8 @@ class BertTokenizer(tf_keras.layers.Layer):
     # Bypasses Keras attribute tracking, which would wrap the 30k-token list
     # and visit every element (~0.3 s per tokenizer).
     object.__setattr__(self, "_vocab", tuple(
-        read_vocab(vocab_file) if vocab_file is not None else vocabulary))
-    for token in (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]"):
-      if token not in self._vocab:
-        raise ValueError(f"vocab {vocab_file or '(vocabulary)'} has no "
-                         f"{token} token")
+        read_vocab(vocab_file) if vocab_file is not None
+        else check_vocab(list(vocabulary))))
     self._table = tf.constant(norm.codepoint_table(self.lower_case))
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self._vocab, suffix_indicator="##",

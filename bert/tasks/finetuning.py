@@ -72,8 +72,18 @@ class FinetuningTask(Task):
     if pack and not self.packable:
       raise ValueError(f"{name}.pack=True: this task does not support packed "
                        "rows (classification and token classification do)")
-    if max_per_row < 1:
-      raise ValueError(f"{name}.max_per_row must be >= 1, got {max_per_row}")
+    for field, value in (("seq_length", seq_length),
+                         ("global_batch_size", global_batch_size),
+                         ("eval_batch_size", eval_batch_size),
+                         ("max_per_row", max_per_row)):
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}.{field} must be an integer >= 1, got {value!r}")
+    if not num_train_epochs > 0:
+      raise ValueError(f"{name}.num_train_epochs must be > 0, got "
+                       f"{num_train_epochs!r}")
+    if not 0 <= dropout_rate < 1:
+      raise ValueError(f"{name}.dropout_rate must be in [0, 1), got "
+                       f"{dropout_rate!r}")
     self._init_weights = None
     if init_checkpoint:
       from bert import checkpoints  # pylint: disable=g-import-not-at-top

@@ -23,6 +23,7 @@ import tf_keras
 from bert.models._base import dropout_generators
 from bert.tasks.base import Task
 from bert.training import distribute
+from bert.training.model_dir_lock import model_dir_lock
 from bert.training.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
 
@@ -214,6 +215,15 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   _check_model_dir(model_dir)
   strategy = _setup(runtime)
   chief = distribute.is_chief(strategy)
+  # One run per model_dir (non-chief workers write elsewhere).
+  with (model_dir_lock(model_dir, log_fn) if chief else contextlib.nullcontext()):
+    return _run(task, model_dir, mode, runtime, optimizer_config, strategy,
+                chief, log_fn)
+
+
+def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
+         log_fn):
+  """`run_experiment` once the strategy is set up (and model_dir locked)."""
   replicas = strategy.num_replicas_in_sync
   per_replica = task.global_batch_size // replicas
   if task.global_batch_size % replicas or per_replica % runtime.grad_accumulation_steps:

@@ -55,9 +55,13 @@ def assert_same(a, b, tol=1e-5):
     assert max_abs_diff(a[k], b[k]) <= tol, k
 
 
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
 def write_vocab(path, size):
+  tokens = SPECIALS + [f"[unused{i}]" for i in range(size - len(SPECIALS))]
   with open(path, "w", encoding="utf-8") as f:
-    f.write("".join(f"[unused{i}]\n" for i in range(size)))
+    f.write("".join(t + "\n" for t in tokens))
   return path
 
 
@@ -449,3 +453,42 @@ def test_save_rejects_partial_or_untied_heads(tmp_path):
   with pytest.raises(checkpoints.CheckpointError, match="not tied"):
     checkpoints.save(bad, str(tmp_path / "b"), format="tf1")
   assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_blank_line_in_vocab_is_refused_with_its_line(tf1_folder):
+  """A blank line keeps the line count (so the size check passes) but gives
+  the id of the token meant there to "": the word then tokenizes into pieces.
+  The loader names the file and line instead."""
+  folder, _ = tf1_folder
+  write_vocab(folder / "vocab.txt", 100)
+  assert checkpoints.load(str(folder)).vocab_file      # control: loads
+  lines = (folder / "vocab.txt").read_text().splitlines()
+  lines[7] = ""
+  (folder / "vocab.txt").write_text("\n".join(lines) + "\n")
+  assert len(lines) == 100                             # the size still matches
+  with pytest.raises(checkpoints.CheckpointError) as e:
+    checkpoints.load(str(folder))
+  one_line_error(e, "vocab.txt:8", "blank line")
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+def test_vocab_symlink_that_leads_nowhere_is_refused(tf1_folder, kind):
+  """A vocab.txt symlink is followed; one that leads nowhere is an error
+  naming it, not a checkpoint without a vocab."""
+  folder, _ = tf1_folder
+  real = write_vocab(folder / "real_vocab.txt", 100)
+  link = folder / "vocab.txt"
+  if link.exists() or link.is_symlink():
+    link.unlink()
+  link.symlink_to(real)
+  assert checkpoints.load(str(folder)).vocab_file == str(link)   # followed
+  link.unlink()
+  if kind == "dangling":
+    link.symlink_to(folder / "gone.txt")
+  else:
+    link.symlink_to(folder / "vocab.txt")
+  with pytest.raises(FileNotFoundError) as e:
+    checkpoints.load(str(folder))
+  one_line_error(e, "vocab.txt", "gone.txt" if kind == "dangling"
+                 else "symlink loop")
+  link.unlink()

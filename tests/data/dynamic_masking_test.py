@@ -122,6 +122,6 @@ def test_draws_are_seeded_by_batch_index(static_batches):
 
 def test_vocab_without_mask_token_is_refused(tmp_path):
   bad = tmp_path / "vocab.txt"
-  bad.write_text("[PAD]\n[CLS]\n[SEP]\nhello\n")
+  bad.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
   with pytest.raises(ValueError, match=r"vocab.txt has no \[MASK\]"):
     DynamicMasker(str(bad))

@@ -206,3 +206,34 @@ def test_truncation_closed_form_matches_reference_loop():
     # A contiguous slice of the original (front and back trimmed).
     assert ga == a[a.index(ga[0]):a.index(ga[0]) + len(ga)]
     assert gb == b[b.index(gb[0]):b.index(gb[0]) + len(gb)]
+
+
+def test_a_folder_of_an_earlier_run_is_refused_and_readers_check_the_manifest(
+    tmp_path, vocab_file):
+  """4 shards, then 2 into the same folder: before, six files remained and
+  `folder/*.tfrecord` trained on all six. Now the second run is refused (or
+  deletes the earlier files with overwrite), and a reader refuses a
+  TFRecord its folder's manifest does not list."""
+  from bert.data.pretraining_dataset import list_files  # pylint: disable=g-import-not-at-top
+  text = shared_data("corpus", "sample_text.txt")
+  config = pd.PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
+  folder = str(tmp_path / "data")
+  quiet = lambda *_: None
+  pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=4,
+                             log=quiet)
+  assert len(list_files(folder + "/*.tfrecord")) == 4     # control
+  with pytest.raises(FileExistsError, match=r"holds files of an earlier run "
+                     r"\(manifest.json, pretrain-00000-of-00004.tfrecord"):
+    pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
+                               log=quiet)
+  assert len(glob.glob(folder + "/*.tfrecord")) == 4      # nothing touched
+  pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
+                             log=quiet, overwrite=True)
+  assert [os.path.basename(f) for f in list_files(folder + "/*.tfrecord")] == [
+      "pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"]
+  # A stray file of another run beside the manifest is refused by readers.
+  with open(os.path.join(folder, "pretrain-00003-of-00004.tfrecord"), "wb") as f:
+    f.write(b"")
+  with pytest.raises(ValueError, match=r"pretrain-00003-of-00004.tfrecord: not "
+                     r"listed in .*manifest.json"):
+    list_files(folder + "/*.tfrecord")

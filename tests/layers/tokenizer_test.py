@@ -252,6 +252,12 @@ def test_vocab_errors_name_the_file(tmp_path):
     BertTokenizer(str(path))
   with pytest.raises(FileNotFoundError, match="nope.txt"):
     BertTokenizer(str(tmp_path / "nope.txt"))
+  # A blank line would give "" the id of the token meant there.
+  path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n\nto\n")
+  with pytest.raises(ValueError, match=r"vocab.txt:5: blank line"):
+    BertTokenizer(str(path))
+  with pytest.raises(ValueError, match=r"vocabulary:2: blank line"):
+    BertTokenizer(vocabulary=["[PAD]", "", "[UNK]", "[CLS]", "[SEP]"])
 
 
 def test_preprocessor_savedmodel_in_fresh_process(vocab_file, tmp_path):

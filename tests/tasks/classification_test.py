@@ -135,3 +135,19 @@ def test_nan_loss_names_the_lines_of_its_batch(tmp_path):
           f"{tmp_path / 'data0.tsv'}: {expected} and 6 more." in str(e.value)), e.value
   lines = open(tmp_path / "data0.tsv").read().splitlines()
   assert all(lines[n - 1].endswith(("\t4.0", "\t1.0")) for n in data_lines)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("global_batch_size", 0), ("global_batch_size", -8), ("eval_batch_size", 0),
+    ("seq_length", 0), ("num_train_epochs", 0), ("dropout_rate", 1.0),
+    ("max_per_row", 0), ("global_batch_size", 2.5)])
+def test_bad_numeric_fields_name_the_class_and_field(tmp_path, field, value):
+  args = dict(bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
+              vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+              do_lower_case=True, seq_length=32,
+              train_file=write_data(str(tmp_path), 8, 0),
+              text_a_column="text", label_column="label", labels=["neg", "pos"])
+  ClassificationTask(**args)                     # control: the rest is fine
+  args[field] = value
+  with pytest.raises(ValueError, match=rf"^ClassificationTask\.{field} must be"):
+    ClassificationTask(**args)

@@ -1,0 +1,67 @@
+"""One run per model_dir: a second run is refused while the first lives,
+and the lock of a killed run is taken over."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from bert.training import RuntimeConfig, run_experiment
+from bert.training.model_dir_lock import LOCK_FILE, ModelDirInUseError
+from tasks.classification_test import make_task
+
+import bert.training.model_dir_lock as lock_module
+
+# A process that takes the lock with the library's own code, says so, and
+# holds it until killed (the module imports nothing of TensorFlow).
+HOLDER = f"""
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("lock", {lock_module.__file__!r})
+lock = importlib.util.module_from_spec(spec); spec.loader.exec_module(lock)
+with lock.model_dir_lock(sys.argv[1]):
+  print("locked", flush=True)
+  time.sleep(600)
+"""
+
+
+def _hold(model_dir):
+  proc = subprocess.Popen([sys.executable, "-c", HOLDER, model_dir],
+                          stdout=subprocess.PIPE, text=True)
+  assert proc.stdout.readline().strip() == "locked"
+  return proc
+
+
+def _one_step(task, model_dir, lines):
+  return run_experiment(task, model_dir, "train",
+                        RuntimeConfig(train_steps=1, steps_per_loop=1),
+                        log_fn=lines.append)
+
+
+def test_second_run_is_refused_and_a_killed_runs_lock_is_taken_over(tmp_path):
+  task = make_task(tmp_path)
+  model_dir = str(tmp_path / "model")
+  os.makedirs(model_dir)
+  holder = _hold(model_dir)
+  try:
+    with pytest.raises(ModelDirInUseError) as e:
+      _one_step(task, model_dir, [])
+    message = str(e.value)
+    assert "\n" not in message
+    assert f"is in use by another run (pid {holder.pid} on" in message
+    assert not [f for f in os.listdir(model_dir) if f.startswith("ckpt")]
+  finally:
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+  # The holder died without releasing: the next run takes over, and says so.
+  lines = []
+  _one_step(task, model_dir, lines)
+  assert any(f"took over the lock of a run that is no longer running (pid "
+             f"{holder.pid}" in l for l in lines), lines
+  assert [f for f in os.listdir(model_dir) if f.startswith("ckpt-1")]
+  # A clean end leaves no holder: the next run takes over nothing.
+  lines = []
+  run_experiment(task, model_dir, "eval", RuntimeConfig(), log_fn=lines.append)
+  assert not any("took over" in l for l in lines)
+  assert os.path.getsize(os.path.join(model_dir, LOCK_FILE)) == 0
