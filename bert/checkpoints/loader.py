@@ -337,6 +337,11 @@ def _atomic_folder(path):
   os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700)
   try:
     yield tmp
+    # Writers that go through a private temp file (safetensors) leave 0600;
+    # every file gets the mode a plain write would give it.
+    for name in os.listdir(tmp):
+      if os.path.isfile(os.path.join(tmp, name)):
+        os.chmod(os.path.join(tmp, name), 0o666 & ~umask)
   except BaseException:
     shutil.rmtree(tmp, ignore_errors=True)
     raise

@@ -89,6 +89,9 @@ class Task:
     """The run length when RuntimeConfig.train_steps is not set."""
     raise ValueError(f"{type(self).__name__}: set RuntimeConfig.train_steps")
 
+  # The files `predict` writes into output_dir.
+  prediction_files: Sequence[str] = ()
+
   def predict(self, model: tf_keras.Model, output_dir: str) -> str:
     """Writes predictions for the task's predict data; returns the path."""
     raise NotImplementedError(f"{type(self).__name__} has no predict mode")

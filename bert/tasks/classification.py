@@ -151,6 +151,9 @@ class ClassificationTask(FinetuningTask):
                                   self.metric_names)
 
   # --------------------------------------------------------------- predict
+  # What `predict` writes (removed before a predict run).
+  prediction_files = ("test_results.tsv",)
+
   def predict(self, model, output_dir: str) -> str:
     """Writes `test_results.tsv`: per example, the class probabilities
     (tab-separated, in label order) or the regression value."""

@@ -75,6 +75,9 @@ class MultipleChoiceTask(FinetuningTask):
   def compute_stats(self, features, outputs):
     return softmax_stats(outputs["logits"], features["label"])   # [b, choices]
 
+  # What `predict` writes (removed before a predict run).
+  prediction_files = ("predictions.csv",)
+
   def predict(self, model, output_dir):
     probabilities = tf.nn.softmax(self.logits(model, "predict"), -1).numpy()
     path = os.path.join(output_dir, "predictions.csv")

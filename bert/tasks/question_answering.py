@@ -145,6 +145,10 @@ class QuestionAnsweringTask(FinetuningTask):
     return squad_data.squad_metrics(self.examples("eval"), predictions,
                                     null_odds if self.version_2 else None)
 
+  # What `predict` writes (removed before a predict run).
+  prediction_files = ("predictions.json", "nbest_predictions.json",
+                      "null_odds.json")
+
   def predict(self, model, output_dir):
     out = self.model_outputs(model, "predict")
     predictions, nbest, null_odds = self._answers(

@@ -120,6 +120,9 @@ class TokenClassificationTask(FinetuningTask):
                                           predicted, self.labels)
     return entity_metrics([s.tags for s in sentences], predicted)
 
+  # What `predict` writes (removed before a predict run).
+  prediction_files = ("predictions.conll",)
+
   def predict(self, model, output_dir: str) -> str:
     sentences = self.sentences("predict")
     predicted_ids = self.logits(model, "predict").argmax(-1)

@@ -9,6 +9,7 @@ TensorBoard summaries and the orbit `Controller`.
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -90,6 +91,21 @@ def _setup(runtime: RuntimeConfig):
     tf.config.experimental.enable_op_determinism()
   distribute.set_precision(runtime.mixed_precision)
   return distribute.get_strategy(runtime.strategy, runtime.tpu)
+
+
+def _remove_interrupted_writes(model_dir: str, log_fn) -> None:
+  """Deletes what interrupted checkpoint writes left: TensorFlow writes each
+  checkpoint's shards into `ckpt-N_temp/` and merges them into `ckpt-N.*`;
+  a process killed in between leaves the folder (as large as a checkpoint),
+  which nothing else would ever remove. Runs under the model_dir lock, so no
+  live run is writing."""
+  for name in tf.io.gfile.listdir(model_dir):
+    name = name.rstrip("/")
+    path = os.path.join(model_dir, name)
+    if re.fullmatch(r"ckpt-\d+_temp", name) and tf.io.gfile.isdir(path):
+      tf.io.gfile.rmtree(path)
+      if log_fn:
+        log_fn(f"removed {path}, left by an interrupted checkpoint write")
 
 
 def _set_aside_unreadable_checkpoints(model_dir: str, log_fn) -> None:
@@ -182,6 +198,25 @@ def _describe_batch(task: Task, strategy, batch_step: int) -> str:
   return f"The batch of step {batch_step + 1}{worker} came from: {where}."
 
 
+def _predict(task: Task, model, model_dir: str) -> str:
+  """`task.predict` into a scratch folder, then its files moved into
+  `model_dir` one by one (each replaced atomically). The files of an
+  earlier predict run are removed first, so a run that fails leaves none
+  that could be taken for its output."""
+  for name in task.prediction_files:
+    old = os.path.join(model_dir, name)
+    if os.path.exists(old):
+      os.remove(old)
+  scratch = tempfile.mkdtemp(prefix=".predict-", dir=model_dir)
+  try:
+    path = task.predict(model, scratch)
+    for name in os.listdir(scratch):
+      os.replace(os.path.join(scratch, name), os.path.join(model_dir, name))
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
+  return os.path.join(model_dir, os.path.basename(path))
+
+
 def _floats(d):
   return {k: float(v) for k, v in (d or {}).items()}
 
@@ -244,6 +279,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                    dropout_rng=dropout_rng)
   if chief and mode != "predict":
+    _remove_interrupted_writes(model_dir, log_fn)
     _set_aside_unreadable_checkpoints(model_dir, log_fn)
   # Non-chief workers must take part in saving (collectives) but write to a
   # scratch folder that is deleted afterwards.
@@ -265,7 +301,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     else:
       task.initialize(model)
   if mode == "predict":
-    path = task.predict(model, model_dir)
+    path = _predict(task, model, model_dir)
     if log_fn:
       log_fn(f"predictions of {latest} written to {path}")
     return model, {}

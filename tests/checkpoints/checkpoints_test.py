@@ -492,3 +492,18 @@ def test_vocab_symlink_that_leads_nowhere_is_refused(tf1_folder, kind):
   one_line_error(e, "vocab.txt", "gone.txt" if kind == "dangling"
                  else "symlink loop")
   link.unlink()
+
+
+@pytest.mark.parametrize("fmt", ["hf", "tf1", "tf2"])
+def test_saved_files_have_the_mode_of_a_plain_write(tmp_path, fmt):
+  """safetensors writes through a private temp file (0600); every file of a
+  saved checkpoint gets the mode its siblings have (0666 & ~umask)."""
+  umask = os.umask(0o022)
+  try:
+    folder = tmp_path / fmt
+    checkpoints.save(with_heads(small_config(), seed=1), str(folder), format=fmt)
+    modes = {f: oct(os.stat(folder / f).st_mode & 0o777)
+             for f in os.listdir(folder) if os.path.isfile(folder / f)}
+  finally:
+    os.umask(umask)
+  assert modes and set(modes.values()) == {"0o644"}, modes

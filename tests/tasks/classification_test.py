@@ -151,3 +151,23 @@ def test_bad_numeric_fields_name_the_class_and_field(tmp_path, field, value):
   args[field] = value
   with pytest.raises(ValueError, match=rf"^ClassificationTask\.{field} must be"):
     ClassificationTask(**args)
+
+
+def test_failed_predict_leaves_no_earlier_predictions(tmp_path):
+  """A predict run removes the previous run's file first and writes its own
+  only when complete: a failed run leaves nothing to mistake for its output."""
+  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
+  task = make_task(tmp_path)
+  model_dir = str(tmp_path / "model")
+  run_experiment(task, model_dir, "train",
+                 RuntimeConfig(train_steps=1, steps_per_loop=1), log_fn=None)
+  run_experiment(task, model_dir, "predict", RuntimeConfig(), log_fn=None)
+  out = os.path.join(model_dir, "test_results.tsv")
+  with open(out, encoding="utf-8") as f:
+    assert len(f.read().splitlines()) == 40              # control
+  again = make_task(tmp_path)                            # rewrites the files
+  (tmp_path / "data2.tsv").write_bytes(b"text\tlabel\nbad \xff text\tpos\n")
+  with pytest.raises(DataError, match=r"data2.tsv:2: not valid UTF-8"):
+    run_experiment(again, model_dir, "predict", RuntimeConfig(), log_fn=None)
+  assert not os.path.exists(out)
+  assert not [f for f in os.listdir(model_dir) if f.startswith(".predict-")]

@@ -65,3 +65,22 @@ def test_second_run_is_refused_and_a_killed_runs_lock_is_taken_over(tmp_path):
   run_experiment(task, model_dir, "eval", RuntimeConfig(), log_fn=lines.append)
   assert not any("took over" in l for l in lines)
   assert os.path.getsize(os.path.join(model_dir, LOCK_FILE)) == 0
+
+
+def test_interrupted_checkpoint_write_is_cleaned_up_on_the_next_start(tmp_path):
+  """TensorFlow writes a checkpoint's shards into `ckpt-N_temp/` and merges
+  them; `kill -9` in between leaves that folder. The next run removes it
+  (and says so); other folders are left alone."""
+  task = make_task(tmp_path)
+  model_dir = tmp_path / "model"
+  left = model_dir / "ckpt-3_temp"
+  left.mkdir(parents=True)
+  (left / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x" * 1000)
+  (left / "part-00000-of-00001.index").write_bytes(b"x")
+  mine = model_dir / "my_notes_temp"          # not a checkpoint's: kept
+  mine.mkdir()
+  lines = []
+  _one_step(task, str(model_dir), lines)
+  assert not left.exists() and mine.exists()
+  assert any(f"removed {left}, left by an interrupted checkpoint write" in l
+             for l in lines), lines
