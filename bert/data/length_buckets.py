@@ -94,14 +94,19 @@ def training_batches(rows: tf.data.Dataset, num_rows: int, batch_size: int,
   rows = rows.repeat()
   if not group_by_length or len(buckets) == 1:
     return rows.batch(batch_size, drop_remainder=True)
-  lengths = tf.constant(buckets, tf.int32)
   return rows.group_by_window(
-      # One row (with its choice axis, if any) -> its bucket.
-      key_func=lambda row: tf.cast(bucket_index(
-          row_length(row["input_mask"][tf.newaxis]), lengths)[0], tf.int64),
+      key_func=bucket_key(buckets),
       reduce_func=lambda _, window: window.batch(batch_size,
                                                  drop_remainder=True),
       window_size=batch_size)
+
+
+def bucket_key(buckets: Sequence[int]) -> Callable:
+  """`group_by_window`'s key of one row (a dict with its `input_mask`, with
+  its choice axis if any): the index of its bucket."""
+  lengths = tf.constant(buckets, tf.int32)
+  return lambda row: tf.cast(bucket_index(
+      row_length(row["input_mask"][tf.newaxis]), lengths)[0], tf.int64)
 
 
 def bucket_cutter(keys: Sequence[str], buckets: Sequence[int],

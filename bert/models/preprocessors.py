@@ -126,11 +126,8 @@ class BertPreprocessor(tf_keras.layers.Layer):
       ds = lb.training_batches(ds, n, batch_size, self.length_buckets,
                                shuffle=shuffle, seed=seed)
     else:
-      buckets = tf.constant(self.length_buckets, tf.int32)
       ds = ds.group_by_window(
-          key_func=lambda d: tf.cast(lb.bucket_index(
-              lb.row_length(d["input_mask"][tf.newaxis]), buckets)[0],
-                                     tf.int64),
+          key_func=lb.bucket_key(self.length_buckets),
           reduce_func=lambda _, rows: rows.batch(batch_size),
           window_size=batch_size)
     # Targets with a sequence axis (per-token labels) are cut with the inputs.
