@@ -88,9 +88,13 @@ def main(argv):
     raise app.UsageError("give --task or --gin_file")
   gin.parse_config_files_and_bindings(files, _bindings())
   task = runner.build_task()
-  _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
-                                  runner.RuntimeConfig(),
-                                  runner.OptimizerConfig())
+  from bert.training.model_dir_lock import ModelDirInUseError  # pylint: disable=g-import-not-at-top
+  try:
+    _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
+                                       runner.RuntimeConfig(),
+                                       runner.OptimizerConfig())
+  except ModelDirInUseError as e:
+    raise app.UsageError(str(e)) from None
   with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:
     f.write(gin.operative_config_str())
   if results:

@@ -84,3 +84,24 @@ def test_interrupted_checkpoint_write_is_cleaned_up_on_the_next_start(tmp_path):
   assert not left.exists() and mine.exists()
   assert any(f"removed {left}, left by an interrupted checkpoint write" in l
              for l in lines), lines
+
+
+def test_bert_train_on_a_model_dir_in_use_says_so_in_one_line(tmp_path):
+  from conftest import minilm_dir, shared_data  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / "model")
+  os.makedirs(model_dir)
+  holder = _hold(model_dir)
+  try:
+    out = subprocess.run(
+        [sys.executable, "-m", "bert.scripts.train", "--task=glue_mrpc",
+         f"--init_checkpoint={minilm_dir()}",
+         f"--data_dir={os.path.dirname(shared_data('glue', 'MRPC', 'train.tsv'))}",
+         f"--model_dir={model_dir}", "--gin_param=RuntimeConfig.train_steps=1"],
+        capture_output=True, text=True, timeout=600)
+  finally:
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+  assert out.returncode != 0
+  assert "Traceback" not in out.stderr, out.stderr[-2000:]
+  assert f"is in use by another run (pid {holder.pid} on" in out.stderr
+  assert not [f for f in os.listdir(model_dir) if f.startswith("ckpt")]
