@@ -37,7 +37,7 @@ def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
   `state` (a dict), if given, receives the task and both models."""
   torch.set_num_threads(2)
   runtime = run_lib.RuntimeConfig(strategy="one_device")
-  strategy = run_lib._setup(runtime)   # pylint: disable=protected-access
+  strategy = run_lib.setup(runtime)
   task = TokenClassificationTask(
       train_file=train_file, data_dir=data_dir, init_checkpoint=model_dir,
       seq_length=128, global_batch_size=batch_size, dropout_rate=0.0)

@@ -1,6 +1,7 @@
 """BERT for TensorFlow 2 (tf_keras): layers, networks, tasks and data."""
 
 import os
+import sys
 
 # oneDNN kernels (matmuls, batched matmuls, fused bias/activation) are the
 # fast path on x86 CPUs: with them our fine-tuning step ran 1.3-1.4x faster
@@ -9,6 +10,15 @@ import os
 # takes effect when `bert` is imported before `tensorflow`; an explicit
 # TF_ENABLE_ONEDNN_OPTS (0 or 1) always wins.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# The bert-* commands keep TensorFlow's C++ log (start-up notices, and on
+# machines without a GPU driver a "failed call to cuInit" error) off stderr,
+# where a command's one-line error must stand alone; what goes wrong reaches
+# Python as an exception, which the command reports. They load TensorFlow
+# through this import, before their own code runs; with --verbose, or an
+# explicit TF_CPP_MIN_LOG_LEVEL, TensorFlow logs as usual.
+if (os.path.basename(sys.argv[0] if sys.argv else "").startswith("bert-")
+    and "--verbose" not in sys.argv):
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tf_keras
 

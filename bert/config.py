@@ -20,6 +20,9 @@ import json
 import os
 from typing import Any, Dict, Optional
 
+from bert.validation import (ConfigError, check_bool, check_choice,
+                             check_float, check_int)
+
 # Activation names this library understands (see bert/layers/activations.py).
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "silu", "tanh", "linear")
 
@@ -109,36 +112,24 @@ class BertConfig:
 
   # ---------------------------------------------------------------- checks
   def validate(self) -> None:
-    """Raises ValueError naming the first field that is out of range."""
+    """Raises ConfigError naming the first field that is out of range."""
     for name in ("vocab_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size",
                  "max_position_embeddings", "type_vocab_size"):
-      value = getattr(self, name)
-      if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"BertConfig.{name} must be a positive integer, got {value!r}")
-    if self.embedding_size is not None and (
-        isinstance(self.embedding_size, bool)
-        or not isinstance(self.embedding_size, int) or self.embedding_size <= 0):
-      raise ValueError("BertConfig.embedding_size must be a positive integer "
-                       f"or None, got {self.embedding_size!r}")
+      check_int("BertConfig", name, getattr(self, name), minimum=1)
+    check_int("BertConfig", "embedding_size", self.embedding_size, minimum=1,
+              optional=True)
     if self.hidden_size % self.num_attention_heads:
-      raise ValueError(
+      raise ConfigError(
           f"BertConfig.hidden_size={self.hidden_size} is not divisible by "
           f"BertConfig.num_attention_heads={self.num_attention_heads}")
-    if self.hidden_act not in ACTIVATIONS:
-      raise ValueError(f"BertConfig.hidden_act={self.hidden_act!r} is not one of "
-                       f"{', '.join(ACTIVATIONS)}")
+    check_choice("BertConfig", "hidden_act", self.hidden_act, ACTIVATIONS)
     for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-      value = getattr(self, name)
-      if not 0.0 <= value < 1.0:
-        raise ValueError(f"BertConfig.{name} must be in [0, 1), got {value!r}")
-    if not self.initializer_range > 0:
-      raise ValueError("BertConfig.initializer_range must be positive, got "
-                       f"{self.initializer_range!r}")
-    if not self.layer_norm_epsilon > 0:
-      raise ValueError("BertConfig.layer_norm_epsilon must be positive, got "
-                       f"{self.layer_norm_epsilon!r}")
+      check_float("BertConfig", name, getattr(self, name), 0.0, 1.0,
+                  max_open=True)
+    for name in ("initializer_range", "layer_norm_epsilon"):
+      check_float("BertConfig", name, getattr(self, name), 0.0, min_open=True)
+    check_bool("BertConfig", "norm_first", self.norm_first)
 
   # ----------------------------------------------------------- derived
   @property
@@ -160,7 +151,7 @@ class BertConfig:
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - known)
     if unknown:
-      raise ValueError(f"Unknown BertConfig field(s): {', '.join(unknown)}")
+      raise ConfigError(f"Unknown BertConfig field(s): {', '.join(unknown)}")
     return cls(**d)
 
   @classmethod
@@ -168,7 +159,7 @@ class BertConfig:
     """Reads a google-research / Model Garden `bert_config.json` dict."""
     missing = [k for k in _STRUCTURAL_FIELDS if k not in d]
     if missing:
-      raise ValueError(f"bert_config is missing field(s): {', '.join(missing)}")
+      raise ConfigError(f"bert_config is missing field(s): {', '.join(missing)}")
     kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d}
     for extra in ("embedding_size", "norm_first", "layer_norm_epsilon"):
       if d.get(extra) is not None:
@@ -180,19 +171,19 @@ class BertConfig:
     """Reads a Hugging Face `config.json` dict of a BERT model."""
     model_type = d.get("model_type", "bert")
     if model_type != "bert":
-      raise ValueError(f"config.json has model_type={model_type!r}; only 'bert' "
+      raise ConfigError(f"config.json has model_type={model_type!r}; only 'bert' "
                        "models can be read")
     pos_type = d.get("position_embedding_type", "absolute")
     if pos_type != "absolute":
-      raise ValueError("config.json has position_embedding_type="
+      raise ConfigError("config.json has position_embedding_type="
                        f"{pos_type!r}; only 'absolute' is supported")
     hf_act = d.get("hidden_act", "gelu")
     if hf_act not in _HF_TO_OURS_ACT:
-      raise ValueError(f"config.json has hidden_act={hf_act!r}, which has no "
+      raise ConfigError(f"config.json has hidden_act={hf_act!r}, which has no "
                        "equivalent here")
     missing = [k for k in _STRUCTURAL_FIELDS if k not in d]
     if missing:
-      raise ValueError(f"config.json is missing field(s): {', '.join(missing)}")
+      raise ConfigError(f"config.json is missing field(s): {', '.join(missing)}")
     kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d and k != "hidden_act"}
     kwargs["hidden_act"] = _HF_TO_OURS_ACT[hf_act]
     if "layer_norm_eps" in d:
@@ -213,10 +204,10 @@ class BertConfig:
 
   def to_hf_dict(self) -> Dict[str, Any]:
     if self.norm_first:
-      raise ValueError("BertConfig.norm_first=True has no Hugging Face BertModel "
+      raise ConfigError("BertConfig.norm_first=True has no Hugging Face BertModel "
                        "equivalent")
     if self.embedding_width != self.hidden_size:
-      raise ValueError(f"BertConfig.embedding_size={self.embedding_size} differs "
+      raise ConfigError(f"BertConfig.embedding_size={self.embedding_size} differs "
                        "from hidden_size; Hugging Face BertModel cannot express "
                        "factorised embeddings")
     d = {k: getattr(self, k) for k in _GOOGLE_FIELDS}
@@ -244,9 +235,9 @@ class BertConfig:
       try:
         d = json.load(f)
       except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
+        raise ConfigError(f"{path}: not valid JSON ({e})") from e
     if not isinstance(d, dict):
-      raise ValueError(f"{path}: expected a JSON object")
+      raise ConfigError(f"{path}: expected a JSON object")
     if format is None:
       format = "hf" if "model_type" in d or "architectures" in d else "google"
     try:
@@ -255,8 +246,8 @@ class BertConfig:
       if format == "google":
         return cls.from_google_dict(d)
     except (ValueError, TypeError) as e:
-      raise ValueError(f"{path}: {e}") from e
-    raise ValueError(f"format must be 'google' or 'hf', got {format!r}")
+      raise ConfigError(f"{path}: {e}") from e
+    raise ConfigError(f"format must be 'google' or 'hf', got {format!r}")
 
   def to_json_file(self, path: str, format: str = "google") -> None:
     """Writes `bert_config.json` ("google") or HF `config.json` ("hf")."""
@@ -265,7 +256,7 @@ class BertConfig:
     elif format == "hf":
       d = self.to_hf_dict()
     else:
-      raise ValueError(f"format must be 'google' or 'hf', got {format!r}")
+      raise ConfigError(f"format must be 'google' or 'hf', got {format!r}")
     with open(path, "w", encoding="utf-8") as f:
       json.dump(d, f, indent=2, sort_keys=True)
       f.write("\n")
@@ -278,7 +269,7 @@ class BertConfig:
     Keyword overrides replace fields (e.g. `vocab_size=28996`).
     """
     if name not in PRESETS:
-      raise ValueError(f"Unknown BERT preset {name!r}; known presets: "
+      raise ConfigError(f"Unknown BERT preset {name!r}; known presets: "
                        f"{', '.join(sorted(PRESETS))}")
     d = dict(PRESETS[name])
     d.update(overrides)

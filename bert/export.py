@@ -28,9 +28,11 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tf_keras
 
+from bert.data._io import atomic_folder
 from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.networks.bert_preprocessor import make_preprocessor
+from bert.validation import ConfigError, gin_error_line
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -41,6 +43,15 @@ def _tokenizer(vocab, lower_case) -> BertTokenizer:
   if isinstance(vocab, str):
     return BertTokenizer(vocab, lower_case=lower_case)
   return BertTokenizer(vocabulary=list(vocab), lower_case=lower_case)
+
+
+def _output_folder(path: str):
+  """The SavedModel folder `path`, written atomically: it replaces an empty
+  folder or an earlier SavedModel, and a failed export leaves nothing."""
+  return atomic_folder(
+      path, lambda p: os.path.isdir(p) and (
+          not os.listdir(p) or os.path.exists(os.path.join(p, "saved_model.pb"))),
+      "a SavedModel folder", FileExistsError)
 
 
 def export_encoder(encoder, path: str, masked_lm=None) -> None:
@@ -67,7 +78,8 @@ def export_encoder(encoder, path: str, masked_lm=None) -> None:
         encoder_outputs=mlm_outputs["encoder_outputs"],
         mlm_logits=masked_lm(mlm_outputs["sequence_output"],
                              mlm_inputs["masked_lm_positions"])), name="mlm")
-  hub_encoder.save(path, include_optimizer=False, save_format="tf")
+  with _output_folder(path) as tmp:
+    hub_encoder.save(tmp, include_optimizer=False, save_format="tf")
 
 
 def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
@@ -75,7 +87,8 @@ def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
   """Writes a TF Hub-style BERT preprocessor SavedModel."""
   model = make_preprocessor(vocab_file, lower_case=lower_case,
                             seq_length=seq_length, num_text_inputs=num_text_inputs)
-  tf.saved_model.save(model, path)
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(model, tmp)
 
 
 class _ClassifierServing(tf.Module):
@@ -119,7 +132,9 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """
   module = _ClassifierServing(model, vocab_file, lower_case, seq_length,
                               labels, pairs)
-  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(module, tmp,
+                        signatures={"serving_default": module.serve})
 
 
 class _SpanServing(tf.Module):
@@ -179,7 +194,9 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler."""
   module = _SpanServing(model, vocab_file, lower_case, seq_length,
                         max_query_length, max_answer_length)
-  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(module, tmp,
+                        signatures={"serving_default": module.serve})
 
 
 class _TaggerServing(tf.Module):
@@ -226,7 +243,9 @@ def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
                   seq_length: int, labels: Sequence[str]) -> None:
   """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
   module = _TaggerServing(model, vocab_file, lower_case, seq_length, labels)
-  tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(module, tmp,
+                        signatures={"serving_default": module.serve})
 
 
 def load_trained_task(model_dir: str):
@@ -234,6 +253,7 @@ def load_trained_task(model_dir: str):
   operative_config.gin, the model with the newest checkpoint's weights."""
   import gin  # pylint: disable=g-import-not-at-top
   from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
+  from bert.checkpoints import CheckpointError  # pylint: disable=g-import-not-at-top
   from bert.training import run  # pylint: disable=g-import-not-at-top
   config = os.path.join(model_dir, "operative_config.gin")
   if not os.path.exists(config):
@@ -243,27 +263,42 @@ def load_trained_task(model_dir: str):
   if latest is None:
     raise FileNotFoundError(f"{model_dir}: no checkpoint")
   gin.clear_config()
-  gin.parse_config_file(config, skip_unknown=True)
-  task = run.build_task()
-  gin.clear_config()
+  try:
+    try:
+      gin.parse_config_file(config, skip_unknown=True)
+    except (ValueError, TypeError, SyntaxError) as e:
+      raise ConfigError(f"{config}: {gin_error_line(e)}") from None
+    task = run.build_task()
+  finally:
+    gin.clear_config()
   model = task.build_model()
-  tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+  try:
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"{latest}: unreadable or not this run's model "
+                          f"({type(e).__name__}: "
+                          f"{str(e).strip().splitlines()[0][:300]})") from None
   return task, model
 
 
-def export_trained(model_dir: str, path: str) -> str:
+def export_trained(model_dir: str, path: str,
+                   kind: Optional[str] = None) -> str:
   """Exports the serving model of a fine-tuned `bert-train` run, by its task:
-  classifier, span_labeler or tagger. Returns the kind."""
+  classifier, span_labeler or tagger. Returns the kind; a `kind` given that
+  the run is not is an error, before anything is written."""
   from bert import tasks  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
   kinds = ((tasks.ClassificationTask, "classifier"),
            (tasks.TokenClassificationTask, "tagger"),
            (tasks.QuestionAnsweringTask, "span_labeler"))
-  for task_class, kind in kinds:
+  for task_class, run_kind in kinds:
     if isinstance(task, task_class):
+      if kind is not None and kind != run_kind:
+        raise ConfigError(f"{model_dir} is a {run_kind} run, not a {kind}; "
+                          f"use --kind={run_kind}")
       # The same export as a model trained from Python (`model.export`).
       model.attach_preprocessor(task.preprocessor())
       model.export(path)
-      return kind
-  raise ValueError(f"{model_dir} trained a {type(task).__name__}, which has no "
+      return run_kind
+  raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
                    "serving export (classification, QA and tagging do)")

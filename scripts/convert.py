@@ -34,11 +34,8 @@ flags.mark_flags_as_required(["input", "output"])
 def main(argv):
   del argv
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
-  try:
-    ckpt = checkpoints.load(FLAGS.input, with_heads=FLAGS.with_heads,
-                            format=FLAGS.from_format)
-  except checkpoints.CheckpointError as e:
-    raise app.UsageError(str(e)) from None
+  ckpt = checkpoints.load(FLAGS.input, with_heads=FLAGS.with_heads,
+                          format=FLAGS.from_format)
   c = ckpt.config
   print(f"Read {FLAGS.input} ({ckpt.format}): {c.num_hidden_layers} layers, "
         f"hidden {c.hidden_size}, vocab {c.vocab_size}, "

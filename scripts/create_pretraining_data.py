@@ -14,7 +14,6 @@ masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels).
 The same flags, seed and shard count give the same files.
 """
 
-from absl import app
 from absl import flags
 
 from bert.scripts import _cli
@@ -35,8 +34,8 @@ flags.DEFINE_float("masked_lm_prob", 0.15, "Fraction of tokens to predict.")
 flags.DEFINE_float("short_seq_prob", 0.1,
                    "Probability of a shorter-than-maximum instance.")
 flags.DEFINE_integer("num_shards", 1, "Output files (documents are dealt "
-                     "round-robin into shards).")
-flags.DEFINE_integer("num_processes", 1, "Worker processes.")
+                     "round-robin into shards).", lower_bound=1)
+flags.DEFINE_integer("num_processes", 1, "Worker processes.", lower_bound=1)
 flags.DEFINE_bool("overwrite", False, "Delete the TFRecords and manifest of "
                   "an earlier run in --output_dir (otherwise refused).")
 flags.mark_flags_as_required(["input_file", "output_dir", "vocab_file"])
@@ -52,13 +51,10 @@ def main(argv):
       dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
       do_whole_word_mask=FLAGS.do_whole_word_mask,
       do_lower_case=FLAGS.do_lower_case)
-  try:
-    summaries = pd.create_pretraining_data(
-        FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
-        num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
-        overwrite=FLAGS.overwrite)
-  except (FileNotFoundError, FileExistsError, ValueError) as e:
-    raise app.UsageError(str(e)) from None
+  summaries = pd.create_pretraining_data(
+      FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
+      num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
+      overwrite=FLAGS.overwrite)
   s = pd.total(summaries)
   slots = s.instances * config.max_seq_length
   print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "

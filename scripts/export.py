@@ -26,8 +26,10 @@ flags.DEFINE_enum("kind", None, ["encoder", "preprocessor", "classifier",
 flags.DEFINE_string("checkpoint", None, "Checkpoint folder (encoder, "
                     "preprocessor) or bert-train model_dir (classifier).")
 flags.DEFINE_string("output", None, "SavedModel folder to write.")
-flags.DEFINE_integer("seq_length", 128, "Preprocessor output length.")
-flags.DEFINE_integer("num_text_inputs", 1, "Preprocessor: 1 or 2 strings.")
+flags.DEFINE_integer("seq_length", 128, "Preprocessor output length.",
+                     lower_bound=3)
+flags.DEFINE_integer("num_text_inputs", 1, "Preprocessor: 1 or 2 strings.",
+                     lower_bound=1, upper_bound=2)
 flags.DEFINE_string("vocab_file", None, "Preprocessor vocab (default: the "
                     "checkpoint's).")
 flags.DEFINE_bool("do_lower_case", None, "Preprocessor casing (default: the "
@@ -38,11 +40,10 @@ flags.mark_flags_as_required(["kind", "output"])
 def main(argv):
   del argv
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
+  if FLAGS.kind != "preprocessor" and not FLAGS.checkpoint:
+    raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
   if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
-    kind = export.export_trained(FLAGS.checkpoint, FLAGS.output)
-    if kind != FLAGS.kind:
-      raise app.UsageError(f"{FLAGS.checkpoint} is a {kind} run, not a "
-                           f"{FLAGS.kind}; exported it as a {kind}")
+    export.export_trained(FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind)
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm)

@@ -18,8 +18,9 @@ flags.DEFINE_string("output_file", None, "JSON-lines file to write.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint folder (any format).")
 flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layer indices (negative "
                   "counts from the last).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per line, truncated.")
-flags.DEFINE_integer("batch_size", 32, "Lines per batch.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per line, truncated.",
+                     lower_bound=3)
+flags.DEFINE_integer("batch_size", 32, "Lines per batch.", lower_bound=1)
 flags.DEFINE_bool("do_lower_case", None, "Tokenizer casing; default: the "
                   "checkpoint's.")
 flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
@@ -31,9 +32,11 @@ def main(argv):
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   from bert.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
   try:
-    ckpt = checkpoints.load(FLAGS.init_checkpoint)
-  except checkpoints.CheckpointError as e:
-    raise app.UsageError(str(e)) from None
+    layers = [int(x) for x in FLAGS.layers]
+  except ValueError:
+    raise app.UsageError(f"--layers={','.join(FLAGS.layers)}: give integer "
+                         "layer indices, e.g. -1,-2") from None
+  ckpt = checkpoints.load(FLAGS.init_checkpoint)
   lower = FLAGS.do_lower_case if FLAGS.do_lower_case is not None else ckpt.do_lower_case
   if ckpt.vocab_file is None or lower is None:
     raise app.UsageError("the checkpoint lacks vocab.txt or its casing; "
@@ -41,7 +44,7 @@ def main(argv):
   tokenizer = Tokenizer(ckpt.vocab_file, lower_case=lower)
   lines = fe.read_lines(FLAGS.input_file)
   n = fe.write_features(FLAGS.output_file, fe.extract_features(
-      ckpt.encoder, tokenizer, lines, [int(x) for x in FLAGS.layers],
+      ckpt.encoder, tokenizer, lines, layers,
       FLAGS.max_seq_length, FLAGS.batch_size))
   print(f"wrote features of {n} line(s) to {FLAGS.output_file}")
 

@@ -34,7 +34,8 @@ flags.DEFINE_list("sentences", [
     "Someone strums a guitar on stage.",
     "The stock market fell sharply today.",
 ], "Sentences to embed (comma-separated).")
-flags.DEFINE_integer("seq_length", 64, "Sequence length of the inputs.")
+flags.DEFINE_integer("seq_length", 64, "Sequence length of the inputs.",
+                     lower_bound=3)
 
 
 def minilm_folder():

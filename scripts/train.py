@@ -21,10 +21,12 @@ checkpoint in --model_dir. The final gin config is written there as
 operative_config.gin.
 """
 
+import contextlib
 import os
 
 from absl import app
 from absl import flags
+from absl import logging
 
 from bert.scripts import _cli
 
@@ -67,34 +69,73 @@ def _bindings():
              for k, v in overrides.items() if v is not None])
 
 
+@contextlib.contextmanager
+def _gin_logs_off():
+  """gin logs an ERROR ("Path not found") for each search path an `include`
+  is not found on before the one it is; what really fails, it raises."""
+  level = logging.get_verbosity()
+  logging.set_verbosity(logging.FATAL)
+  try:
+    yield
+  finally:
+    logging.set_verbosity(level)
+
+
 def main(argv):
   del argv
   import gin  # pylint: disable=g-import-not-at-top
   from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
   from bert import configs  # pylint: disable=g-import-not-at-top
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
+  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
 
   gin.add_config_file_search_path(os.path.dirname(configs.__file__))
   files = []
-  for f in ([f"{FLAGS.task}.gin"] if FLAGS.task else []) + list(FLAGS.gin_file):
-    if not os.path.exists(f) and os.path.exists(
-        os.path.join(os.path.dirname(configs.__file__), f)):
-      f = os.path.join(os.path.dirname(configs.__file__), f)
+  bundled = os.path.dirname(configs.__file__)
+  if FLAGS.task:
+    f = os.path.join(bundled, f"{FLAGS.task}.gin")
     if not os.path.exists(f):
-      raise FileNotFoundError(f"--gin_file {f}: no such file (and no bundled "
+      names = sorted(n[:-4] for n in os.listdir(bundled) if n.endswith(".gin"))
+      raise app.UsageError(f"--task={FLAGS.task}: no bundled config of that "
+                           f"name; known: {', '.join(names)}")
+    files.append(f)
+  for f in FLAGS.gin_file:
+    if not os.path.exists(f) and os.path.exists(os.path.join(bundled, f)):
+      f = os.path.join(bundled, f)
+    if not os.path.exists(f):
+      raise FileNotFoundError(f"--gin_file={f}: no such file (and no bundled "
                               f"config of that name)")
     files.append(f)
   if not files:
     raise app.UsageError("give --task or --gin_file")
-  gin.parse_config_files_and_bindings(files, _bindings())
-  task = runner.build_task()
-  from bert.training.model_dir_lock import ModelDirInUseError  # pylint: disable=g-import-not-at-top
+  # Parsed one source at a time, so that any failure (syntax, an unknown
+  # name, an import in a gin file) is named with its source even when gin
+  # gives no line.
+  for source, parse in [(f, lambda f=f: gin.parse_config_file(f))
+                        for f in files] + [
+                            ("--gin_param", lambda: gin.parse_config(_bindings())),
+                            ("gin config", gin.finalize)]:
+    try:
+      with _gin_logs_off():
+        parse()
+    except Exception as e:  # pylint: disable=broad-except
+      line = gin_error_line(e)
+      raise ConfigError(line if source in line else f"{source}: {line}"
+                        ) from None
+  runtime = runner.RuntimeConfig()
+  # The strategy first: a multi-worker one must start before TensorFlow's
+  # runtime, which building the task (a checkpoint, tokenized data) starts.
+  strategy = runner.setup(runtime)
   try:
-    _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
-                                       runner.RuntimeConfig(),
-                                       runner.OptimizerConfig())
-  except ModelDirInUseError as e:
-    raise app.UsageError(str(e)) from None
+    task = runner.build_task()
+  except RuntimeError as e:
+    if "Required bindings" not in str(e):
+      raise
+    raise ConfigError(f"gin config: {gin_error_line(e)} (set "
+                      "build_task.task_class, or use --task)") from None
+  _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
+                                     runtime, runner.OptimizerConfig(),
+                                     strategy=strategy)
   with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:
     f.write(gin.operative_config_str())
   if results:

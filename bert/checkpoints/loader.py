@@ -12,12 +12,10 @@ All but "tf2" go through the canonical TF1-named arrays (bert/checkpoints/
 mapping.py), where every weight is matched strictly.
 """
 
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
-import tempfile
 from typing import List, Optional, Union
 
 import tensorflow as tf
@@ -27,6 +25,7 @@ from bert.checkpoints import hf
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
+from bert.data._io import atomic_folder
 from bert import pretrained
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
@@ -321,35 +320,6 @@ def _replaceable(path) -> bool:
   return not files or METADATA_FILE in files
 
 
-@contextlib.contextmanager
 def _atomic_folder(path):
-  """Yields a temp folder beside `path`; on success it replaces `path`."""
-  path = os.path.abspath(path)
-  parent = os.path.dirname(path)
-  if os.path.exists(path) and not _replaceable(path):
-    raise CheckpointError(
-        f"{path}: exists and is not a checkpoint folder written here; refusing "
-        "to replace it (choose an empty or new folder)")
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=os.path.basename(path) + ".tmp-", dir=parent)
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700)
-  try:
-    yield tmp
-    # Writers that go through a private temp file (safetensors) leave 0600;
-    # every file gets the mode a plain write would give it.
-    for name in os.listdir(tmp):
-      if os.path.isfile(os.path.join(tmp, name)):
-        os.chmod(os.path.join(tmp, name), 0o666 & ~umask)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  old = None
-  if os.path.exists(path):
-    old = tempfile.mkdtemp(prefix=os.path.basename(path) + ".old-", dir=parent)
-    os.rmdir(old)
-    os.rename(path, old)
-  os.rename(tmp, path)
-  if old is not None:
-    shutil.rmtree(old, ignore_errors=True)
+  return atomic_folder(path, _replaceable, "a checkpoint folder",
+                       CheckpointError)

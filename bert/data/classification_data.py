@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Sequence, Union
 
 from bert.data._io import text_lines
 from bert.data.errors import DataError
+from bert.validation import ConfigError
 
 Label = Union[str, float, None]
 
@@ -78,7 +79,8 @@ GLUE_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts_b": "sts-b",
 def glue_layout(task: str) -> GlueLayout:
   name = GLUE_ALIASES.get(task.lower(), task.lower())
   if name not in GLUE_TASKS:
-    raise ValueError(f"unknown GLUE task {task!r}; known: {', '.join(GLUE_TASKS)}")
+    raise ConfigError(f"unknown GLUE task {task!r}; known: "
+                      f"{', '.join(GLUE_TASKS)}")
   return GLUE_TASKS[name]
 
 

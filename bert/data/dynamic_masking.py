@@ -19,10 +19,12 @@ uninterrupted one would.
 
 from typing import Dict
 
+import numpy as np
 import tensorflow as tf
 
 from bert.data.pretraining_data import _Vocab
 from bert.layers.bert_tokenizer import read_vocab
+from bert.validation import check_float, check_int
 
 
 class DynamicMasker:
@@ -39,12 +41,16 @@ class DynamicMasker:
   def __init__(self, vocab_file: str, max_predictions_per_seq: int = 20,
                masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False,
                seed: int = 0):
-    if not 0 < masked_lm_prob < 1:
-      raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}")
+    check_float("DynamicMasker", "masked_lm_prob", masked_lm_prob, 0, 1,
+                min_open=True, max_open=True)
+    check_int("DynamicMasker", "max_predictions_per_seq",
+              max_predictions_per_seq, minimum=1)
     vocab = _Vocab(read_vocab(vocab_file), vocab_file)
     self.cls, self.sep, self.mask = vocab.cls, vocab.sep, vocab.mask
     self.vocab_size = vocab.size
-    self.is_continuation = tf.constant(vocab.is_continuation)
+    # A NumPy array, not a tensor: building the masker must not start
+    # TensorFlow's runtime (a multi-worker strategy is configured after it).
+    self.is_continuation = np.asarray(vocab.is_continuation, bool)
     self.max_predictions_per_seq = max_predictions_per_seq
     self.masked_lm_prob = masked_lm_prob
     self.do_whole_word_mask = do_whole_word_mask

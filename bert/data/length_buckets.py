@@ -12,10 +12,13 @@ short rows) and the outputs returned in row order.
 """
 
 import math
+import numbers
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+
+from bert.validation import ConfigError
 
 
 def default_length_buckets(seq_length: int) -> Sequence[int]:
@@ -29,12 +32,18 @@ def default_length_buckets(seq_length: int) -> Sequence[int]:
 
 def check_length_buckets(buckets: Sequence[int], seq_length: int,
                          name: str = "length_buckets") -> Sequence[int]:
-  """`buckets` as a tuple, or a ValueError naming `name`."""
+  """`buckets` as a tuple, or a ConfigError naming `name`."""
+  given = buckets
+  ok = not isinstance(buckets, (str, bytes)) and hasattr(buckets, "__iter__")
+  buckets = tuple(buckets) if ok else buckets
+  ok = ok and bool(buckets) and all(
+      isinstance(b, numbers.Integral) and not isinstance(b, bool)
+      for b in buckets)
+  if not ok or (list(buckets) != sorted(set(buckets)) or buckets[0] < 1
+                or buckets[-1] != seq_length):
+    raise ConfigError(f"{name} must be increasing positive lengths ending at "
+                      f"seq_length={seq_length}, got {given!r}")
   buckets = tuple(int(b) for b in buckets)
-  if (not buckets or list(buckets) != sorted(set(buckets)) or buckets[0] < 1
-      or buckets[-1] != seq_length):
-    raise ValueError(f"{name} must be increasing positive lengths ending at "
-                     f"seq_length={seq_length}, got {buckets}")
   return buckets
 
 

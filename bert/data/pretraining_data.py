@@ -37,6 +37,9 @@ from typing import Dict, Iterator, List, Sequence
 
 import numpy as np
 
+from bert.data.errors import DataError
+from bert.validation import check_bool, check_float, check_int
+
 FEATURE_SPEC_NAMES = ("input_ids", "input_mask", "segment_ids",
                       "masked_lm_positions", "masked_lm_ids",
                       "masked_lm_weights", "next_sentence_labels")
@@ -54,6 +57,21 @@ class PretrainingDataConfig:
   do_whole_word_mask: bool = False
   do_lower_case: bool = True
   shuffle_buffer: int = 100_000
+
+  def __post_init__(self):
+    owner = "PretrainingDataConfig"
+    # [CLS] A [SEP] B [SEP] with at least one token in each of A and B.
+    check_int(owner, "max_seq_length", self.max_seq_length, minimum=5)
+    check_int(owner, "max_predictions_per_seq", self.max_predictions_per_seq,
+              minimum=1, maximum=self.max_seq_length)
+    check_float(owner, "masked_lm_prob", self.masked_lm_prob, 0, 1,
+                min_open=True)
+    check_float(owner, "short_seq_prob", self.short_seq_prob, 0, 1)
+    check_int(owner, "dupe_factor", self.dupe_factor, minimum=1)
+    check_int(owner, "random_seed", self.random_seed)
+    check_bool(owner, "do_whole_word_mask", self.do_whole_word_mask)
+    check_bool(owner, "do_lower_case", self.do_lower_case)
+    check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
 
 
 @dataclasses.dataclass
@@ -85,8 +103,8 @@ def read_documents(path: str) -> Iterator[List[str]]:
       try:
         line = raw.decode("utf-8").strip()
       except UnicodeDecodeError as e:
-        raise ValueError(f"{path}:{number}: not valid UTF-8 ({e.reason} at "
-                         f"byte {e.start})") from None
+        raise DataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at "
+                        f"byte {e.start})") from None
       if line:
         document.append(line)
       elif document:
@@ -103,8 +121,8 @@ class _Vocab:
     index = {t: i for i, t in enumerate(tokens)}
     for needed in ("[CLS]", "[SEP]", "[MASK]"):
       if needed not in index:
-        raise ValueError(f"vocab file {vocab_file} has no {needed} token, which "
-                         "pre-training data needs")
+        raise DataError(f"vocab file {vocab_file} has no {needed} token, "
+                        "which pre-training data needs")
     self.cls, self.sep, self.mask = index["[CLS]"], index["[SEP]"], index["[MASK]"]
     self.size = len(tokens)
     self.is_continuation = np.array([t.startswith("##") for t in tokens])
@@ -441,7 +459,8 @@ def shard_documents(files: Sequence[str], num_shards: int) -> List[List[List[str
       count += 1
       nonempty = True
   if not nonempty:
-    raise ValueError(f"no text in {', '.join(files)}: every input file is empty")
+    raise DataError(f"no text in {', '.join(files)}: every input file is "
+                    "empty")
   return shards
 
 
@@ -461,16 +480,37 @@ def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
   refused, since a reader's `output_dir/*.tfrecord` would mix them in; with
   `overwrite` they are deleted first.
   """
+  check_int("create_pretraining_data", "num_shards", num_shards, minimum=1)
+  check_int("create_pretraining_data", "num_processes", num_processes,
+            minimum=1)
   files = expand_inputs(input_spec)
   for path in files:
     if os.path.getsize(path) == 0:
       log(f"warning: {path} is empty; skipped")
+  from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+  _Vocab(read_vocab(vocab_file), vocab_file)   # checked before any writing
   shards = shard_documents(files, num_shards)
+  created = not os.path.exists(output_dir)
   os.makedirs(output_dir, exist_ok=True)
   _clear_earlier_run(output_dir, overwrite, log)
   jobs = [(docs, i, os.path.join(output_dir,
                                  f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord"),
            vocab_file, config) for i, docs in enumerate(shards)]
+  try:
+    return _write_shards(jobs, output_dir, num_processes, config, log)
+  except BaseException:
+    # No partial run is left where a reader could take it for data.
+    for job in jobs:
+      for path in (job[2], job[2] + ".tmp"):
+        if os.path.exists(path):
+          os.remove(path)
+    if created and not os.listdir(output_dir):
+      os.rmdir(output_dir)
+    raise
+
+
+def _write_shards(jobs, output_dir, num_processes, config, log):
+  """Runs the shard jobs, then writes the manifest."""
   if num_processes > 1:
     import multiprocessing  # pylint: disable=g-import-not-at-top
     with multiprocessing.get_context("spawn").Pool(num_processes) as pool:
@@ -541,13 +581,13 @@ def check_manifests(files: Sequence[str]) -> None:
       with open(manifest, encoding="utf-8") as f:
         listed = set(json.load(f)["files"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-      raise ValueError(f"{manifest}: unreadable ({type(e).__name__}: {e})"
-                       ) from None
+      raise DataError(f"{manifest}: unreadable ({type(e).__name__}: {e})"
+                      ) from None
     stray = [p for p in paths if os.path.basename(p) not in listed]
     if stray:
-      raise ValueError(f"{stray[0]}: not listed in {manifest} (a file of "
-                       "another run?); remove it, or recreate the data with "
-                       "--overwrite")
+      raise DataError(f"{stray[0]}: not listed in {manifest} (a file of "
+                      "another run?); remove it, or recreate the data with "
+                      "--overwrite")
 
 
 

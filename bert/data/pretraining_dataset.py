@@ -11,6 +11,7 @@ from typing import Callable, List, Optional
 import tensorflow as tf
 
 from bert.data.pretraining_data import feature_spec
+from bert.validation import ConfigError
 
 # Record feature name -> model input name (TF Hub BERT interface).
 _RENAME = {
@@ -74,7 +75,7 @@ def pretraining_dataset(file_pattern: str, seq_length: int,
       (tf.range(len(files), dtype=tf.int32), files))
   if input_context is not None:
     if input_context.num_input_pipelines > len(files):
-      raise ValueError(
+      raise ConfigError(
           f"{len(files)} file(s) for {input_context.num_input_pipelines} input "
           "pipelines: write at least one shard per worker (--num_shards)")
     ds = ds.shard(input_context.num_input_pipelines,

@@ -23,6 +23,7 @@ import numpy as np
 
 from bert.data._io import read_text
 from bert.data.errors import DataError
+from bert.validation import ConfigError
 
 
 @dataclasses.dataclass
@@ -127,8 +128,8 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
     ids, c_start, c_end = contexts[ex.context]
     room = max_seq_length - len(q) - 3
     if room < 1:
-      raise ValueError(f"max_seq_length={max_seq_length} leaves no room for the "
-                       f"context after a {len(q)}-piece question")
+      raise ConfigError(f"max_seq_length={max_seq_length} leaves no room for "
+                        f"the context after a {len(q)}-piece question")
     spans, start = [], 0
     while True:
       length = min(len(ids) - start, room)

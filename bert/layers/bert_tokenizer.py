@@ -49,21 +49,23 @@ def read_vocab(vocab_file: str) -> List[str]:
 
 
 def check_vocab(tokens: Sequence[str], source: str = "vocabulary") -> List[str]:
-  """`tokens` as a list, or a ValueError naming `source` and the line: a
+  """`tokens` as a list, or a DataError naming `source` and the line: a
   blank line (it would give an id to "" and none to the token meant there),
   a repeated token, or a missing special token."""
+  # bert.data imports this module: imported here, not at the top.
+  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
   seen = {}
   for i, token in enumerate(tokens):
     if not token:
-      raise ValueError(f"{source}:{i + 1}: blank line; each line of a vocab "
+      raise DataError(f"{source}:{i + 1}: blank line; each line of a vocab "
                        "is one token (its id is the line number - 1)")
     if token in seen:
-      raise ValueError(f"{source}:{i + 1}: token {token!r} repeats line "
+      raise DataError(f"{source}:{i + 1}: token {token!r} repeats line "
                        f"{seen[token] + 1}")
     seen[token] = i
   for token in SPECIAL_TOKENS:
     if token not in seen:
-      raise ValueError(f"{source} has no {token} token")
+      raise DataError(f"{source} has no {token} token")
   return list(tokens)
 
 

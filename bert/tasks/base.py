@@ -16,6 +16,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert.validation import ConfigError
+
 # name -> (numerator, denominator): scalar float32 sums over a (micro-)batch.
 Stats = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 
@@ -87,7 +89,7 @@ class Task:
 
   def num_train_steps(self) -> int:
     """The run length when RuntimeConfig.train_steps is not set."""
-    raise ValueError(f"{type(self).__name__}: set RuntimeConfig.train_steps")
+    raise ConfigError(f"{type(self).__name__}: set RuntimeConfig.train_steps")
 
   # The files `predict` writes into output_dir.
   prediction_files: Sequence[str] = ()

@@ -21,6 +21,8 @@ from bert.tasks.base import example_weights
 from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.tasks.objectives import classification_stats
 from bert.tasks.finetuning import FinetuningTask
+from bert.validation import (ConfigError, check_bool, check_int, check_labels,
+                             check_str)
 from bert.tasks.metrics import classification_metrics, regression_metrics
 
 
@@ -50,6 +52,17 @@ class ClassificationTask(FinetuningTask):
                text_a_column: str = "sentence", text_b_column: Optional[str] = None,
                label_column: str = "label", labels: Optional[Sequence[str]] = None,
                regression: bool = False, max_train_examples: int = 0, **kwargs):
+    owner = "ClassificationTask"
+    check_str(owner, "glue_task", glue_task, optional=True)
+    for name, value in (("data_dir", data_dir), ("train_file", train_file),
+                        ("eval_file", eval_file), ("predict_file", predict_file),
+                        ("text_a_column", text_a_column),
+                        ("label_column", label_column)):
+      check_str(owner, name, value)
+    check_str(owner, "text_b_column", text_b_column, optional=True)
+    check_bool(owner, "regression", regression)
+    check_int(owner, "max_train_examples", max_train_examples, minimum=0)
+    check_labels(owner, labels)
     self.glue_task = glue_task
     self.layout = cd.glue_layout(glue_task) if glue_task else None
     self.data_dir = data_dir
@@ -63,8 +76,8 @@ class ClassificationTask(FinetuningTask):
     else:
       self.labels = None if regression else list(labels or [])
       if not regression and not self.labels:
-        raise ValueError("ClassificationTask: give labels (class names) or "
-                         "regression=True for generic data")
+        raise ConfigError("ClassificationTask: give labels (class names) or "
+                          "regression=True for generic data")
       self.metric_names = (("pearson", "spearman") if regression
                            else ("accuracy", "f1") if len(self.labels) == 2
                            else ("accuracy",))
@@ -79,7 +92,7 @@ class ClassificationTask(FinetuningTask):
     if self.layout is None:
       path = self.files[split]
       if not path:
-        raise ValueError(f"ClassificationTask.{split}_file is not set")
+        raise ConfigError(f"ClassificationTask.{split}_file is not set")
       return path
     name = {"train": "train.tsv", "eval": self.layout.dev_files[0],
             "predict": self.layout.test_files[0]}[split]

@@ -7,24 +7,28 @@ Input lines hold one sentence, or two separated by " ||| ".
 """
 
 import json
+import os
+import tempfile
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from bert.data._io import text_lines
 from bert.data.tokenization import Tokenizer
+from bert.validation import ConfigError
 
 
 def read_lines(path: str) -> List[Tuple[str, Optional[str]]]:
-  """(text_a, text_b or None) per line; blank lines are kept as empty texts."""
+  """(text_a, text_b or None) per line; blank lines are kept as empty texts.
+  Invalid UTF-8 is a DataError naming the file and line."""
   out = []
-  with open(path, "r", encoding="utf-8") as f:
-    for line in f:
-      line = line.rstrip("\r\n")
-      if " ||| " in line:
-        a, b = line.split(" ||| ", 1)
-        out.append((a, b))
-      else:
-        out.append((line, None))
+  for _, line in text_lines(path):
+    line = line.rstrip("\r\n")
+    if " ||| " in line:
+      a, b = line.split(" ||| ", 1)
+      out.append((a, b))
+    else:
+      out.append((line, None))
   return out
 
 
@@ -38,8 +42,8 @@ def extract_features(encoder, tokenizer: Tokenizer,
   num_layers = encoder.config.num_hidden_layers
   for layer in layers:
     if not -num_layers <= layer < num_layers:
-      raise ValueError(f"layer {layer} does not exist in a {num_layers}-layer "
-                       "encoder")
+      raise ConfigError(f"layer {layer} does not exist in a {num_layers}-layer "
+                        "encoder")
   run = tf.function(lambda x: encoder(x, training=False)["encoder_outputs"])
   for start in range(0, len(lines), batch_size):
     chunk = lines[start:start + batch_size]
@@ -65,13 +69,25 @@ def extract_features(encoder, tokenizer: Tokenizer,
 
 
 def write_features(path: str, features: Iterator[Tuple[int, dict]]) -> int:
-  """Writes the features in line order; returns the number of lines."""
+  """Writes the features in line order; returns the number of lines. The
+  file appears only once complete: a failure leaves no partial file."""
   pending, next_index, count = {}, 0, 0
-  with open(path, "w", encoding="utf-8") as f:
-    for index, feature in features:
-      pending[index] = feature
-      while next_index in pending:
-        f.write(json.dumps(pending.pop(next_index)) + "\n")
-        next_index += 1
-        count += 1
+  folder = os.path.dirname(os.path.abspath(path))
+  fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
+                             dir=folder)
+  try:
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+      for index, feature in features:
+        pending[index] = feature
+        while next_index in pending:
+          f.write(json.dumps(pending.pop(next_index)) + "\n")
+          next_index += 1
+          count += 1
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes it private (0600)
+    os.replace(tmp, path)
+  except BaseException:
+    os.remove(tmp)
+    raise
   return count

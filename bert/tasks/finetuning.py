@@ -21,6 +21,8 @@ from bert.data import packing
 from bert.data.tokenization import Tokenizer
 from bert.tasks.base import Task
 from bert.tasks.pretraining import resolve_bert_config
+from bert.validation import (ConfigError, check_bool, check_float, check_int,
+                             check_str)
 
 
 class FinetuningTask(Task):
@@ -70,20 +72,24 @@ class FinetuningTask(Task):
                max_per_row: int = 8):
     name = type(self).__name__
     if pack and not self.packable:
-      raise ValueError(f"{name}.pack=True: this task does not support packed "
-                       "rows (classification and token classification do)")
+      raise ConfigError(f"{name}.pack=True: this task does not support packed "
+                        "rows (classification and token classification do)")
     for field, value in (("seq_length", seq_length),
                          ("global_batch_size", global_batch_size),
                          ("eval_batch_size", eval_batch_size),
                          ("max_per_row", max_per_row)):
-      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}.{field} must be an integer >= 1, got {value!r}")
-    if not num_train_epochs > 0:
-      raise ValueError(f"{name}.num_train_epochs must be > 0, got "
-                       f"{num_train_epochs!r}")
-    if not 0 <= dropout_rate < 1:
-      raise ValueError(f"{name}.dropout_rate must be in [0, 1), got "
-                       f"{dropout_rate!r}")
+      check_int(name, field, value, minimum=1)
+    if seq_length < 3:
+      raise ConfigError(f"{name}.seq_length={seq_length} leaves no room for "
+                        "a token between [CLS] and [SEP]; use >= 3")
+    check_float(name, "num_train_epochs", num_train_epochs, 0, min_open=True)
+    check_float(name, "dropout_rate", dropout_rate, 0, 1, max_open=True)
+    check_int(name, "seed", seed, minimum=0)
+    check_bool(name, "do_lower_case", do_lower_case, optional=True)
+    check_bool(name, "group_by_length", group_by_length)
+    check_bool(name, "pack", pack)
+    check_str(name, "init_checkpoint", init_checkpoint, optional=True)
+    check_str(name, "vocab_file", vocab_file, optional=True)
     self._init_weights = None
     if init_checkpoint:
       from bert import checkpoints  # pylint: disable=g-import-not-at-top
@@ -95,24 +101,24 @@ class FinetuningTask(Task):
         do_lower_case = ckpt.do_lower_case
     else:
       if bert_config is None:
-        raise ValueError(f"{name} needs init_checkpoint or bert_config")
+        raise ConfigError(f"{name} needs init_checkpoint or bert_config")
       self.config = resolve_bert_config(bert_config)
     if vocab_file is None:
-      raise ValueError(f"{name}: no vocab (the checkpoint has no vocab.txt; "
-                       "set vocab_file)")
+      raise ConfigError(f"{name}: no vocab (the checkpoint has no vocab.txt; "
+                        "set vocab_file)")
     if do_lower_case is None:
-      raise ValueError(f"{name}: casing of {vocab_file} unknown; set do_lower_case")
+      raise ConfigError(f"{name}: casing of {vocab_file} unknown; set do_lower_case")
     if seq_length > self.config.max_position_embeddings:
-      raise ValueError(f"{name}.seq_length={seq_length} exceeds "
-                       f"max_position_embeddings={self.config.max_position_embeddings}")
+      raise ConfigError(f"{name}.seq_length={seq_length} exceeds "
+                        f"max_position_embeddings={self.config.max_position_embeddings}")
     self.length_buckets = lb.check_length_buckets(
         lb.default_length_buckets(seq_length) if length_buckets is None
         else length_buckets, seq_length, f"{name}.length_buckets")
     self.tokenizer = Tokenizer(vocab_file, lower_case=do_lower_case)
     size = self.tokenizer.get_special_tokens_dict()["vocab_size"]
     if size != self.config.vocab_size:
-      raise ValueError(f"vocab {vocab_file} has {size} tokens but the model's "
-                       f"vocab_size is {self.config.vocab_size}")
+      raise ConfigError(f"vocab {vocab_file} has {size} tokens but the model's "
+                        f"vocab_size is {self.config.vocab_size}")
     self.seq_length = seq_length
     self._global_batch_size = global_batch_size
     self.eval_batch_size = eval_batch_size

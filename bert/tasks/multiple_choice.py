@@ -18,6 +18,8 @@ from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.tasks.base import softmax_stats
 from bert.tasks.finetuning import FinetuningTask
+from bert.data.errors import DataError
+from bert.validation import ConfigError, check_int, check_str
 
 
 @gin.configurable
@@ -31,6 +33,11 @@ class MultipleChoiceTask(FinetuningTask):
   def __init__(self, train_file: str = "", eval_file: str = "",
                predict_file: str = "", data_dir: str = "", num_choices: int = 4,
                **kwargs):
+    owner = "MultipleChoiceTask"
+    for name, value in (("train_file", train_file), ("eval_file", eval_file),
+                        ("predict_file", predict_file), ("data_dir", data_dir)):
+      check_str(owner, name, value)
+    check_int(owner, "num_choices", num_choices, minimum=2)
     self.files = {k: os.path.join(data_dir, v) if v else ""
                   for k, v in dict(train=train_file, eval=eval_file,
                                    predict=predict_file).items()}
@@ -41,7 +48,7 @@ class MultipleChoiceTask(FinetuningTask):
   def examples(self, split):
     if split not in self._examples:
       if not self.files[split]:
-        raise ValueError(f"MultipleChoiceTask.{split}_file is not set")
+        raise ConfigError(f"MultipleChoiceTask.{split}_file is not set")
       self._examples[split] = cd.read_swag(self.files[split], self.num_choices)
     return self._examples[split]
 
@@ -58,7 +65,8 @@ class MultipleChoiceTask(FinetuningTask):
     if split != "predict":
       missing = [e.guid for e in examples if e.label is None]
       if missing:
-        raise ValueError(f"{self.files[split]}: example {missing[0]} has no label")
+        raise DataError(f"{self.files[split]}: example {missing[0]} has no "
+                        "label")
       out["label"] = np.array([e.label for e in examples], np.int32)
     return out
 

@@ -26,6 +26,8 @@ from bert.layers.bert_tokenizer import read_vocab
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import Stats, Task, example_weights
+from bert.validation import (ConfigError, check_bool, check_float, check_int,
+                             check_str)
 
 
 def pretraining_stats(features: Mapping[str, tf.Tensor],
@@ -95,6 +97,9 @@ def resolve_bert_config(bert_config: Union[str, BertConfig]) -> BertConfig:
   config.json path."""
   if isinstance(bert_config, BertConfig):
     return bert_config
+  if not isinstance(bert_config, str):
+    raise ConfigError("bert_config must be a preset name, a config json path "
+                      f"or a BertConfig, got {bert_config!r}")
   if bert_config.endswith(".json") or os.path.sep in bert_config:
     return BertConfig.from_json_file(bert_config)
   return BertConfig.preset(bert_config)
@@ -110,7 +115,7 @@ def initialize_from_checkpoint(encoder, path: str, heads=None) -> None:
                             "type_vocab_size", "embedding_size", "norm_first")
                 if getattr(ckpt.config, f) != getattr(encoder.config, f)]
   if mismatched:
-    raise ValueError(
+    raise ConfigError(
         f"init_checkpoint {path}: config differs from the model's in "
         + ", ".join(f"{f} ({getattr(ckpt.config, f)} vs "
                     f"{getattr(encoder.config, f)})" for f in mismatched))
@@ -151,18 +156,44 @@ class PretrainingTask(Task):
                vocab_file: Optional[str] = None, seed: Optional[int] = 42,
                shuffle_buffer: int = 10_000, dynamic_masking: bool = False,
                masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False):
+    owner = "PretrainingTask"
+    for name, value in (("seq_length", seq_length),
+                        ("max_predictions_per_seq", max_predictions_per_seq),
+                        ("global_batch_size", global_batch_size),
+                        ("shuffle_buffer", shuffle_buffer)):
+      check_int(owner, name, value, minimum=1)
+    check_int(owner, "eval_batch_size", eval_batch_size, minimum=1,
+              optional=True)
+    check_int(owner, "seed", seed, minimum=0, optional=True)
+    check_float(owner, "masked_lm_prob", masked_lm_prob, 0, 1, min_open=True)
+    check_bool(owner, "dynamic_masking", dynamic_masking)
+    check_bool(owner, "do_whole_word_mask", do_whole_word_mask)
+    for name, value in (("train_files", train_files),
+                        ("eval_files", eval_files)):
+      check_str(owner, name, value)
+    check_str(owner, "init_checkpoint", init_checkpoint, optional=True)
+    check_str(owner, "vocab_file", vocab_file, optional=True)
+    if max_predictions_per_seq > seq_length:
+      raise ConfigError(f"PretrainingTask.max_predictions_per_seq="
+                        f"{max_predictions_per_seq} exceeds seq_length="
+                        f"{seq_length}")
     self.config = resolve_bert_config(bert_config)
     if seq_length > self.config.max_position_embeddings:
-      raise ValueError(f"PretrainingTask.seq_length={seq_length} exceeds "
-                       f"max_position_embeddings={self.config.max_position_embeddings}")
-    if global_batch_size < 1:
-      raise ValueError(f"PretrainingTask.global_batch_size must be >= 1, "
-                       f"got {global_batch_size}")
+      raise ConfigError(f"PretrainingTask.seq_length={seq_length} exceeds "
+                        "max_position_embeddings="
+                        f"{self.config.max_position_embeddings}")
     if vocab_file is not None:
       size = len(read_vocab(vocab_file))
       if size != self.config.vocab_size:
-        raise ValueError(f"vocab_file {vocab_file} has {size} tokens but the "
-                         f"model's vocab_size is {self.config.vocab_size}")
+        raise ConfigError(f"vocab_file {vocab_file} has {size} tokens but "
+                          f"the model's vocab_size is {self.config.vocab_size}")
+    for name, pattern in (("train_files", train_files),
+                          ("eval_files", eval_files)):
+      if pattern:   # checked now, before a run creates its model_dir
+        try:
+          list_files(pattern)
+        except (FileNotFoundError, ValueError) as e:
+          raise type(e)(f"PretrainingTask.{name}: {e}") from None
     self.train_files = train_files
     self.eval_files = eval_files
     self.seq_length = seq_length
@@ -175,7 +206,7 @@ class PretrainingTask(Task):
     self.masker = None
     if dynamic_masking:
       if vocab_file is None:
-        raise ValueError("PretrainingTask.dynamic_masking needs vocab_file")
+        raise ConfigError("PretrainingTask.dynamic_masking needs vocab_file")
       self.masker = DynamicMasker(vocab_file, max_predictions_per_seq,
                                   masked_lm_prob, do_whole_word_mask,
                                   seed=seed or 0)
@@ -191,7 +222,7 @@ class PretrainingTask(Task):
     pipelines = input_context.num_input_pipelines if input_context else 1
     files = self.train_files if training else self.eval_files
     if not files:
-      raise ValueError("PretrainingTask." + ("train_files" if training else
+      raise ConfigError("PretrainingTask." + ("train_files" if training else
                                              "eval_files") + " is not set")
     return pretraining_dataset(
         files, self.seq_length, self.max_predictions_per_seq,

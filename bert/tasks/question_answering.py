@@ -27,6 +27,8 @@ from bert.data.length_buckets import pad_sequence_axis
 from bert.models.preprocessors import SpanLabelerPreprocessor
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.objectives import span_stats
+from bert.validation import (ConfigError, check_bool, check_float, check_int,
+                             check_str)
 
 
 @gin.configurable
@@ -52,6 +54,24 @@ class QuestionAnsweringTask(FinetuningTask):
                n_best_size: int = 20, max_answer_length: int = 30,
                null_score_diff_threshold: float = 0.0, seq_length: int = 384,
                **kwargs):
+    owner = "QuestionAnsweringTask"
+    for name, value in (("train_file", train_file), ("eval_file", eval_file),
+                        ("predict_file", predict_file), ("data_dir", data_dir)):
+      check_str(owner, name, value)
+    check_float(owner, "train_fraction", train_fraction, 0, 1, min_open=True,
+                max_open=True)
+    check_bool(owner, "version_2", version_2)
+    for name, value in (("doc_stride", doc_stride),
+                        ("max_query_length", max_query_length),
+                        ("n_best_size", n_best_size),
+                        ("max_answer_length", max_answer_length)):
+      check_int(owner, name, value, minimum=1)
+    check_float(owner, "null_score_diff_threshold", null_score_diff_threshold)
+    check_int(owner, "seq_length", seq_length, minimum=1)
+    if max_query_length + 3 >= seq_length:
+      raise ConfigError(f"{owner}.max_query_length={max_query_length} leaves "
+                        f"no room for the context in seq_length={seq_length} "
+                        "(query + context + 3 special tokens)")
     self.files = {k: os.path.join(data_dir, v) if v else ""
                   for k, v in dict(train=train_file, eval=eval_file,
                                    predict=predict_file).items()}
@@ -84,7 +104,7 @@ class QuestionAnsweringTask(FinetuningTask):
         self._examples[split] = self.examples("eval")
       else:
         if not self.files[split]:
-          raise ValueError(f"QuestionAnsweringTask.{split}_file is not set")
+          raise ConfigError(f"QuestionAnsweringTask.{split}_file is not set")
         self._examples[split] = squad_data.read_squad(self.files[split],
                                                       self.articles(split))
     return self._examples[split]

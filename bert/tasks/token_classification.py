@@ -22,6 +22,7 @@ from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.tasks.objectives import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
 from bert.tasks.finetuning import FinetuningTask
+from bert.validation import ConfigError, check_labels, check_str
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
@@ -54,6 +55,11 @@ class TokenClassificationTask(FinetuningTask):
   def __init__(self, train_file: str = "", eval_file: str = "",
                predict_file: str = "", data_dir: str = "",
                labels: Optional[Sequence[str]] = None, **kwargs):
+    owner = "TokenClassificationTask"
+    for name, value in (("train_file", train_file), ("eval_file", eval_file),
+                        ("predict_file", predict_file), ("data_dir", data_dir)):
+      check_str(owner, name, value)
+    labels = check_labels(owner, labels)
     self.files = {k: os.path.join(data_dir, v) if v else ""
                   for k, v in dict(train=train_file, eval=eval_file,
                                    predict=predict_file).items()}
@@ -71,7 +77,7 @@ class TokenClassificationTask(FinetuningTask):
     if split not in self._sentences:
       path = self.files[split]
       if not path:
-        raise ValueError(f"TokenClassificationTask.{split}_file is not set")
+        raise ConfigError(f"TokenClassificationTask.{split}_file is not set")
       sentences = ner_data.read_conll(path, has_tags=split != "predict" or None)
       self._sentences[split] = sentences
       has_tags = sentences[0].tags is not None
@@ -114,8 +120,8 @@ class TokenClassificationTask(FinetuningTask):
     predicted = np.empty_like(collected["predicted"])
     predicted[collected["example_row"]] = collected["predicted"]
     if len(predicted) != len(self.features("eval")["input_word_ids"]):
-      raise ValueError("TokenClassificationTask: entity F1 needs the whole eval "
-                       "file; set RuntimeConfig.eval_steps=-1")
+      raise ConfigError("TokenClassificationTask: entity F1 needs the whole "
+                        "eval file; set RuntimeConfig.eval_steps=-1")
     predicted = ner_data.word_predictions(sentences, self.features("eval"),
                                           predicted, self.labels)
     return entity_metrics([s.tags for s in sentences], predicted)

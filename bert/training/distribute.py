@@ -11,8 +11,8 @@ STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def get_strategy(name: str = "auto",
-                 tpu: Optional[str] = None) -> tf.distribute.Strategy:
+def get_strategy(name: str = "auto", tpu: Optional[str] = None,
+                 peer_timeout_seconds: int = 60) -> tf.distribute.Strategy:
   """The strategy called `name` (one of STRATEGIES).
 
   `auto`: `mirrored` when more than one GPU is visible, else `one_device`.
@@ -20,6 +20,8 @@ def get_strategy(name: str = "auto",
   the CPU). `multi_worker_mirrored`: the workers of the TF_CONFIG environment
   variable (each process runs the same command with its own task index).
   `tpu`: the TPU at `tpu` ("" or "local" for a TPU VM's own chips).
+  `peer_timeout_seconds`: multi-worker only; a worker silent that long is
+  declared lost and the others stop with an error naming it.
   """
   if name not in STRATEGIES:
     raise ValueError(f"strategy must be one of {STRATEGIES}, got {name!r}")
@@ -39,6 +41,8 @@ def get_strategy(name: str = "auto",
       json.loads(os.environ["TF_CONFIG"])
     except json.JSONDecodeError as e:
       raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from None
+    from bert.training import multi_worker  # pylint: disable=g-import-not-at-top
+    multi_worker.configure_peer_timeout(peer_timeout_seconds)
     return tf.distribute.MultiWorkerMirroredStrategy()
   # TPU: cannot run on this machine; the standard resolver/initialise path.
   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(

@@ -34,6 +34,8 @@ from official.modeling.optimization.configs import optimization_config
 
 from official.modeling.optimization import lr_schedule
 
+from bert.validation import ConfigError, check_choice, check_float, check_int
+
 # Model Garden's schedules are plain Keras schedules without a registered
 # name; registered here, a saved model's optimizer loads back
 # (`tf_keras.models.load_model`) without custom_objects.
@@ -92,23 +94,25 @@ class OptimizerConfig:
   clip_norm: float = 1.0              # global norm; 0 disables
 
   def __post_init__(self):
-    if self.optimizer not in OPTIMIZERS:
-      raise ValueError(f"OptimizerConfig.optimizer must be one of {OPTIMIZERS}, "
-                       f"got {self.optimizer!r}")
-    if self.learning_rate <= 0:
-      raise ValueError("OptimizerConfig.learning_rate must be positive, got "
-                       f"{self.learning_rate}")
-    if self.num_train_steps is not None and self.num_train_steps < 1:
-      raise ValueError("OptimizerConfig.num_train_steps must be >= 1, got "
-                       f"{self.num_train_steps}")
-    if self.warmup_steps is not None and (
-        self.warmup_steps < 0 or (self.num_train_steps is not None and
-                                  self.warmup_steps > self.num_train_steps)):
-      raise ValueError(f"OptimizerConfig.warmup_steps={self.warmup_steps} must "
-                       f"be in [0, num_train_steps={self.num_train_steps}]")
-    if not 0 <= self.warmup_fraction <= 1:
-      raise ValueError("OptimizerConfig.warmup_fraction must be in [0, 1], got "
-                       f"{self.warmup_fraction}")
+    owner = "OptimizerConfig"
+    check_choice(owner, "optimizer", self.optimizer, OPTIMIZERS)
+    check_float(owner, "learning_rate", self.learning_rate, 0, min_open=True)
+    check_int(owner, "num_train_steps", self.num_train_steps, minimum=1,
+              optional=True)
+    check_int(owner, "warmup_steps", self.warmup_steps, minimum=0,
+              maximum=self.num_train_steps, optional=True)
+    check_float(owner, "warmup_fraction", self.warmup_fraction, 0, 1)
+    check_float(owner, "end_learning_rate", self.end_learning_rate, 0)
+    check_float(owner, "power", self.power, 0, min_open=True)
+    check_float(owner, "weight_decay", self.weight_decay, 0)
+    if isinstance(self.no_decay, str) or not all(
+        isinstance(x, str) for x in self.no_decay):
+      raise ConfigError("OptimizerConfig.no_decay must be a list of variable "
+                        f"name fragments, got {self.no_decay!r}")
+    for name in ("beta_1", "beta_2"):
+      check_float(owner, name, getattr(self, name), 0, 1, max_open=True)
+    check_float(owner, "epsilon", self.epsilon, 0, min_open=True)
+    check_float(owner, "clip_norm", self.clip_norm, 0)
     self.no_decay = tuple(self.no_decay)
 
   def with_steps(self, num_train_steps: int) -> "OptimizerConfig":

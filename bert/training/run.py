@@ -24,9 +24,12 @@ import tf_keras
 from bert.models._base import dropout_generators
 from bert.tasks.base import Task
 from bert.training import distribute
+from bert.training import multi_worker
 from bert.training.model_dir_lock import model_dir_lock
 from bert.training.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
+from bert.validation import (ConfigError, check_bool, check_choice, check_int,
+                             check_str)
 
 MODES = ("train", "eval", "train_and_eval", "predict")
 
@@ -50,19 +53,31 @@ class RuntimeConfig:
   jit_compile: bool = False
   seed: Optional[int] = 42
   deterministic: bool = False         # tf.config op determinism (slower)
+  peer_timeout_seconds: int = 60      # multi-worker: a silent worker is lost
 
   def __post_init__(self):
-    for name in ("train_steps", "steps_per_loop", "max_checkpoints",
-                 "grad_accumulation_steps", "eval_interval", "max_skipped_steps"):
-      if getattr(self, name) is not None and getattr(self, name) < 1:
-        raise ValueError(f"RuntimeConfig.{name} must be >= 1, got "
-                         f"{getattr(self, name)}")
-    if self.strategy not in distribute.STRATEGIES:
-      raise ValueError(f"RuntimeConfig.strategy must be one of "
-                       f"{distribute.STRATEGIES}, got {self.strategy!r}")
-    if self.mixed_precision not in distribute.PRECISIONS:
-      raise ValueError(f"RuntimeConfig.mixed_precision must be one of "
-                       f"{distribute.PRECISIONS}, got {self.mixed_precision!r}")
+    owner = "RuntimeConfig"
+    check_int(owner, "train_steps", self.train_steps, minimum=1, optional=True)
+    for name in ("steps_per_loop", "max_checkpoints", "eval_interval",
+                 "grad_accumulation_steps", "max_skipped_steps"):
+      check_int(owner, name, getattr(self, name), minimum=1)
+    check_int(owner, "checkpoint_interval", self.checkpoint_interval, minimum=0)
+    check_int(owner, "summary_interval", self.summary_interval, minimum=1,
+              optional=True)
+    if self.eval_steps != -1 and not (
+        isinstance(self.eval_steps, int) and not isinstance(self.eval_steps, bool)
+        and self.eval_steps >= 1):
+      raise ConfigError(f"{owner}.eval_steps must be an integer >= 1, or -1 "
+                        f"for the whole eval set; got {self.eval_steps!r}")
+    check_choice(owner, "strategy", self.strategy, distribute.STRATEGIES)
+    check_str(owner, "tpu", self.tpu, optional=True)
+    check_choice(owner, "mixed_precision", self.mixed_precision,
+                 distribute.PRECISIONS)
+    check_bool(owner, "jit_compile", self.jit_compile)
+    check_int(owner, "seed", self.seed, minimum=0, optional=True)
+    check_bool(owner, "deterministic", self.deterministic)
+    check_int(owner, "peer_timeout_seconds", self.peer_timeout_seconds,
+              minimum=1)
 
 
 @gin.configurable
@@ -84,13 +99,22 @@ def _check_model_dir(model_dir: str) -> None:
     raise OSError(f"model_dir {model_dir!r} is not writable: {e}") from None
 
 
-def _setup(runtime: RuntimeConfig):
+def setup(runtime: RuntimeConfig) -> tf.distribute.Strategy:
+  """Seeds, determinism and precision of `runtime`, and its strategy.
+
+  `run_experiment` calls it unless given the strategy. A multi-worker
+  strategy must be created before TensorFlow's runtime starts (before any
+  tensor exists), so a program that builds its task first (tokenizing
+  data, loading a checkpoint) calls this first and passes the strategy on,
+  as `bert-train` does.
+  """
   if runtime.seed is not None:
     tf_keras.utils.set_random_seed(runtime.seed)
   if runtime.deterministic:
     tf.config.experimental.enable_op_determinism()
   distribute.set_precision(runtime.mixed_precision)
-  return distribute.get_strategy(runtime.strategy, runtime.tpu)
+  return distribute.get_strategy(runtime.strategy, runtime.tpu,
+                                 runtime.peer_timeout_seconds)
 
 
 def _remove_interrupted_writes(model_dir: str, log_fn) -> None:
@@ -224,7 +248,8 @@ def _floats(d):
 def run_experiment(task: Task, model_dir: str, mode: str = "train",
                    runtime: Optional[RuntimeConfig] = None,
                    optimizer_config: Optional[OptimizerConfig] = None,
-                   log_fn=print) -> Tuple[tf_keras.Model, Dict[str, float]]:
+                   log_fn=print, strategy: Optional[tf.distribute.Strategy] = None
+                   ) -> Tuple[tf_keras.Model, Dict[str, float]]:
   """Trains and/or evaluates `task`; returns (the model, the last metrics).
 
   The model holds the newest weights and, for tasks with a Keras-path
@@ -238,22 +263,36 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   checkpoint stays the newest one in model_dir). On SIGTERM, saves a
   checkpoint at the end of the current loop and returns (with
   `stopped_at_step`). An unreadable newest checkpoint (interrupted write) is
-  set aside and the one before it used.
+  set aside and the one before it used. `strategy`: from `setup(runtime)`
+  (made here when not given).
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+  if mode in ("eval", "predict") and (not tf.io.gfile.exists(model_dir) or
+                                      tf.train.latest_checkpoint(model_dir) is None):
+    raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
   runtime = runtime or RuntimeConfig()
+  strategy = strategy or setup(runtime)
   if runtime.train_steps is None:
     runtime = dataclasses.replace(runtime, train_steps=task.num_train_steps())
   optimizer_config = (optimizer_config or OptimizerConfig()).with_steps(
       runtime.train_steps)
+  created = not tf.io.gfile.exists(model_dir)
   _check_model_dir(model_dir)
-  strategy = _setup(runtime)
-  chief = distribute.is_chief(strategy)
-  # One run per model_dir (non-chief workers write elsewhere).
-  with (model_dir_lock(model_dir, log_fn) if chief else contextlib.nullcontext()):
-    return _run(task, model_dir, mode, runtime, optimizer_config, strategy,
-                chief, log_fn)
+  try:
+    chief = distribute.is_chief(strategy)
+    # One run per model_dir (non-chief workers write elsewhere).
+    with (model_dir_lock(model_dir, log_fn) if chief
+          else contextlib.nullcontext()):
+      return _run(task, model_dir, mode, runtime, optimizer_config, strategy,
+                  chief, log_fn)
+  except (ValueError, OSError):
+    # Bad data, config or checkpoint found while setting up: a model_dir
+    # this run created holds nothing worth keeping (no checkpoint), so it
+    # is removed rather than left to look like a run.
+    if created and tf.train.latest_checkpoint(model_dir) is None:
+      tf.io.gfile.rmtree(model_dir)
+    raise
 
 
 def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
@@ -282,22 +321,22 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     _remove_interrupted_writes(model_dir, log_fn)
     _set_aside_unreadable_checkpoints(model_dir, log_fn)
   # Non-chief workers must take part in saving (collectives) but write to a
-  # scratch folder that is deleted afterwards.
+  # scratch folder that is deleted afterwards; they restore from the chief's
+  # folder below, never initialise through their manager.
   ckpt_dir = model_dir if chief else tempfile.mkdtemp(prefix="worker_ckpt_")
   manager = tf.train.CheckpointManager(
       checkpoint, ckpt_dir, max_to_keep=runtime.max_checkpoints,
       step_counter=optimizer.iterations,
       checkpoint_interval=runtime.checkpoint_interval or None,
-      init_fn=lambda: task.initialize(model))
+      init_fn=(lambda: task.initialize(model)) if chief else None)
+  multi = multi_worker.is_multi_worker(strategy)
   latest = tf.train.latest_checkpoint(model_dir)
   if mode in ("eval", "predict") or not chief:
     # Restored here: eval needs no optimizer slots (expect_partial), and
     # non-chief workers resume from the chief's folder.
-    if latest:
+    if latest:   # (eval and predict have one: checked in run_experiment)
       with _explain_restore_errors(latest):
         checkpoint.restore(latest).expect_partial()
-    elif mode in ("eval", "predict"):
-      raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
     else:
       task.initialize(model)
   if mode == "predict":
@@ -305,6 +344,14 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     if log_fn:
       log_fn(f"predictions of {latest} written to {path}")
     return model, {}
+  # Multi-worker: SIGTERM on any worker stops all at the same step, each
+  # with a checkpoint (TensorFlow's PreemptionCheckpointHandler; it also
+  # restores the newest checkpoint on the chief, as the Controller does).
+  preemption = None
+  if multi and mode != "eval":
+    with _explain_restore_errors(latest):
+      preemption = multi_worker.Preemption(strategy, manager,
+                                           optimizer.iterations)
   trainer = Trainer(task, model, optimizer, strategy,
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,
@@ -323,7 +370,8 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
         summary_interval=(runtime.summary_interval or runtime.steps_per_loop)
         if chief else None,
         summary_dir=os.path.join(model_dir, "train") if chief else None,
-        eval_summary_dir=os.path.join(model_dir, "eval") if chief else None)
+        eval_summary_dir=os.path.join(model_dir, "eval") if chief else None,
+        train_actions=[preemption] if preemption else None)
   if not chief and mode != "eval":
     controller.checkpoint_manager = manager   # saves only; nothing to restore
   # The data pipelines are built after the restore: training data starts at
@@ -337,27 +385,41 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   if mode != "train":
     trainer.eval_dataset = strategy.distribute_datasets_from_function(
         lambda ctx: task.build_inputs(ctx, training=False))
-  stop = _StopRequest(log_fn)
-  trainer.stop_requested = lambda: stop.requested
+  # One process: our own SIGTERM handler (the handler above owns it on
+  # multi-worker runs).
+  stop = _StopRequest(log_fn) if not multi else contextlib.nullcontext()
+  trainer.stop_requested = lambda: getattr(stop, "requested", False)
+  watchdog = (multi_worker.Watchdog(log_fn=log_fn) if multi
+              else contextlib.nullcontext())
   try:
-    with stop:
+    with stop, watchdog:
       if mode == "train":
         controller.train(steps=runtime.train_steps)   # saves at completion
-        return model, trainer.last_train_results
-      if mode == "eval":
-        return model, _floats(controller.evaluate(steps=runtime.eval_steps))
-      return model, _floats(controller.train_and_evaluate(
-          train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
-          eval_interval=runtime.eval_interval))
+        results = trainer.last_train_results
+      elif mode == "eval":
+        results = _floats(controller.evaluate(steps=runtime.eval_steps))
+      else:
+        results = _floats(controller.train_and_evaluate(
+            train_steps=runtime.train_steps, eval_steps=runtime.eval_steps,
+            eval_interval=runtime.eval_interval))
   except NonFiniteLossError as e:
     raise type(e)(f"{e} {_describe_batch(task, strategy, e.batch_step)}",
                   e.step) from None
   except TrainingStopped as e:
-    manager.save(checkpoint_number=optimizer.iterations, check_interval=False)
+    if not e.saved:
+      manager.save(checkpoint_number=optimizer.iterations, check_interval=False)
     if log_fn:
       log_fn(f"stopped at step {e.step}: checkpoint saved in {model_dir}; run "
              "the same command to resume")
-    return model, dict(trainer.last_train_results, stopped_at_step=float(e.step))
+    results = dict(trainer.last_train_results, stopped_at_step=float(e.step))
+  except multi_worker.CLUSTER_ERRORS as e:
+    if not multi:
+      raise
+    raise multi_worker.WorkerLostError(multi_worker.describe_lost(
+        e, runtime.peer_timeout_seconds)) from None
   finally:
     if not chief:
       shutil.rmtree(ckpt_dir, ignore_errors=True)
+  if multi:
+    multi_worker.exit_barrier(runtime.peer_timeout_seconds, log_fn)
+  return model, results

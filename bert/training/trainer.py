@@ -42,11 +42,13 @@ class LossScaleCollapseError(NonFiniteLossError):
 
 
 class TrainingStopped(Exception):
-  """A stop was requested (SIGTERM); raised at the end of a loop."""
+  """A stop was requested (SIGTERM); raised at the end of a loop. `saved`:
+  the checkpoint of `step` is already written (multi-worker preemption)."""
 
-  def __init__(self, step: int):
+  def __init__(self, step: int, saved: bool = False):
     super().__init__(f"stopped at step {step}")
     self.step = step
+    self.saved = saved
 
 
 class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):

@@ -51,7 +51,7 @@ def test_default_buckets_and_bad_buckets_are_named():
   assert default_length_buckets(1024)[-3:] == (768, 896, 1024)
   with pytest.raises(ValueError, match=r"TokenClassificationTask.length_buckets "
                      r"must be increasing positive lengths ending at "
-                     r"seq_length=128, got \(64, 32, 128\)"):
+                     r"seq_length=128, got \[64, 32, 128\]"):
     TokenClassificationTask(
         bert_config=small_config(max_position_embeddings=SEQ),
         vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
