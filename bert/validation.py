@@ -58,13 +58,17 @@ def check_float(owner: str, name: str, value: Any,
   return float(value)
 
 
-def check_bool(owner: str, name: str, value: Any, optional: bool = False):
+def _check_type(owner, name, value, kind, what, optional):
   if value is None and optional:
     return None
-  if not isinstance(value, bool):
-    raise ConfigError(f"{owner}.{name} must be True or False"
+  if not isinstance(value, kind):
+    raise ConfigError(f"{owner}.{name} must be {what}"
                       f"{' or None' if optional else ''}, got {value!r}")
   return value
+
+
+def check_bool(owner: str, name: str, value: Any, optional: bool = False):
+  return _check_type(owner, name, value, bool, "True or False", optional)
 
 
 def check_choice(owner: str, name: str, value: Any, choices: Iterable[Any]):
@@ -76,12 +80,7 @@ def check_choice(owner: str, name: str, value: Any, choices: Iterable[Any]):
 
 
 def check_str(owner: str, name: str, value: Any, optional: bool = False):
-  if value is None and optional:
-    return None
-  if not isinstance(value, str):
-    raise ConfigError(f"{owner}.{name} must be a string"
-                      f"{' or None' if optional else ''}, got {value!r}")
-  return value
+  return _check_type(owner, name, value, str, "a string", optional)
 
 
 def _bounds(minimum, maximum, min_open, max_open) -> str:

@@ -49,6 +49,21 @@ def finish(procs, timeout=600):
   return [(p.returncode, out, err) for p, (out, err) in zip(procs, outs)]
 
 
+def start_and_wait_for_checkpoint(gin_file, model_dir, step=20):
+  """Two workers started, once the chief has saved `step` (mid-run)."""
+  procs = start_workers(gin_file, model_dir)
+  wait_for_checkpoint(procs, model_dir, step)
+  return procs
+
+
+def resume(gin_file, model_dir, step):
+  """Both workers run the same command again: they resume and finish."""
+  for code, out, err in finish(start_workers(gin_file, model_dir)):
+    assert code == 0, (out[-2000:], err[-3000:])
+    assert f"resumed from {model_dir}/ckpt-{step} at step {step}" in out
+  assert max(saved_steps(model_dir)) == STEPS
+
+
 def wait_for_checkpoint(procs, model_dir, step):
   deadline = time.time() + 300
   while max(saved_steps(model_dir), default=0) < step:
@@ -73,8 +88,7 @@ def test_sigterm_to_one_worker_stops_both_at_one_step_and_resumes_exactly(
     gin_and_reference, tmp_path):
   gin_file, reference = gin_and_reference
   model_dir = str(tmp_path / "run")
-  procs = start_workers(gin_file, model_dir)
-  wait_for_checkpoint(procs, model_dir, 20)
+  procs = start_and_wait_for_checkpoint(gin_file, model_dir)
   procs[1].send_signal(signal.SIGTERM)
   results = finish(procs)
   steps = []
@@ -87,9 +101,7 @@ def test_sigterm_to_one_worker_stops_both_at_one_step_and_resumes_exactly(
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{steps[0]}")
   print(f"SIGTERM to worker 1: both workers saved at step {steps[0]}")
 
-  for code, out, err in finish(start_workers(gin_file, model_dir)):
-    assert code == 0, (out[-2000:], err[-3000:])
-    assert f"resumed from {model_dir}/ckpt-{steps[0]} at step {steps[0]}" in out
+  resume(gin_file, model_dir, steps[0])
   resumed = weights(model_dir)[1]
   diff = max(float(np.max(np.abs(resumed[k] - reference[k]))) for k in reference)
   print(f"resumed vs uninterrupted: max |w diff| {diff:.2e}")
@@ -101,8 +113,7 @@ def test_sigkill_of_one_worker_fails_the_other_naming_it_then_resumes(
     gin_and_reference, tmp_path):
   gin_file, _ = gin_and_reference
   model_dir = str(tmp_path / "run")
-  procs = start_workers(gin_file, model_dir)
-  wait_for_checkpoint(procs, model_dir, 20)
+  procs = start_and_wait_for_checkpoint(gin_file, model_dir)
   killed_at = time.time()
   procs[1].send_signal(signal.SIGKILL)
   code, out, err = finish(procs[:1], timeout=PEER_TIMEOUT + 30 + 60)[0]
@@ -117,8 +128,4 @@ def test_sigkill_of_one_worker_fails_the_other_naming_it_then_resumes(
   assert "Traceback" not in err
   saved = max(saved_steps(model_dir))
   assert saved < STEPS
-
-  for code, out, err in finish(start_workers(gin_file, model_dir)):
-    assert code == 0, (out[-2000:], err[-3000:])
-    assert f"resumed from {model_dir}/ckpt-{saved} at step {saved}" in out
-  assert max(saved_steps(model_dir)) == STEPS
+  resume(gin_file, model_dir, saved)
