@@ -180,6 +180,7 @@ class Watchdog:
                        "to resume from the newest checkpoint\n")
       sys.stderr.flush()
       os._exit(1)   # pylint: disable=protected-access
+      return
 
 
 def exit_barrier(timeout_seconds: int, log_fn=None) -> None:
