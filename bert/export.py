@@ -29,12 +29,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert.data._io import atomic_folder
+from bert.features import ENCODER_INPUTS
 from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.networks.bert_preprocessor import make_preprocessor
 from bert.validation import ConfigError, gin_error_line
 
-ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 def _tokenizer(vocab, lower_case) -> BertTokenizer:

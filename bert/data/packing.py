@@ -30,9 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert.data import length_buckets as lb
+from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 
-PACKED_KEYS = ("input_positions", "cls_positions", "packed_example_mask",
-               "packed_example_index")
 
 
 def pack_rows(lengths: Sequence[int], seq_length: int,
@@ -209,12 +208,10 @@ def predict_packed(fn: Callable, features: Mapping[str, np.ndarray],
   ([rows, seq, ...]) cut back out of the rows and padded to `seq_length`
   with `pad_value`.
   """
-  model_keys = [k for k in features
-                if k in ("input_word_ids", "input_mask", "input_type_ids")]
+  model_keys = [k for k in features if k in ENCODER_INPUTS]
   packed = pack({k: np.asarray(features[k]) for k in model_keys}, seq_length,
                 max_per_row)
-  inputs = ("input_word_ids", "input_mask", "input_type_ids",
-            "input_positions", "cls_positions")
+  inputs = ENCODER_INPUTS + PACKED_ROW_INPUTS
   index, slot_mask = packed["packed_example_index"], packed["packed_example_mask"]
   n = len(features["input_mask"])
   lengths = np.asarray(features["input_mask"]).astype(bool).sum(-1)

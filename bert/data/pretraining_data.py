@@ -38,11 +38,8 @@ from typing import Dict, Iterator, List, Sequence
 import numpy as np
 
 from bert.data.errors import DataError
+from bert.features import RECORD_FEATURES
 from bert.validation import check_bool, check_float, check_int
-
-FEATURE_SPEC_NAMES = ("input_ids", "input_mask", "segment_ids",
-                      "masked_lm_positions", "masked_lm_ids",
-                      "masked_lm_weights", "next_sentence_labels")
 
 
 @dataclasses.dataclass
@@ -365,11 +362,10 @@ def encode_instances(instances: Sequence[Instance], config: PretrainingDataConfi
   positions, labels, count = mask_batch(tokens, lengths, config, vocab, rng)
   p = config.max_predictions_per_seq
   weights = (np.arange(p)[np.newaxis, :] < count[:, np.newaxis]).astype(np.float32)
-  records = encode_examples(collections.OrderedDict(
-      input_ids=tokens, input_mask=mask.astype(np.int32), segment_ids=segments,
-      masked_lm_positions=positions, masked_lm_ids=labels,
-      masked_lm_weights=weights,
-      next_sentence_labels=np.array([[int(x.is_random_next)] for x in instances])))
+  next_sentence = np.array([[int(x.is_random_next)] for x in instances])
+  records = encode_examples(collections.OrderedDict(zip(RECORD_FEATURES, (
+      tokens, mask.astype(np.int32), segments, positions, labels, weights,
+      next_sentence))))
   return records, lengths, count
 
 
@@ -594,15 +590,10 @@ def check_manifests(files: Sequence[str]) -> None:
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int):
   """The reference's parsing spec (run_pretraining.input_fn_builder)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return {
-      "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-  }
+  widths = [max_seq_length] * 3 + [max_predictions_per_seq] * 3 + [1]
+  return {name: tf.io.FixedLenFeature(
+      [width], tf.float32 if name == "masked_lm_weights" else tf.int64)
+          for name, width in zip(RECORD_FEATURES, widths)}
 
 
 def total(summaries: Sequence[ShardSummary]) -> ShardSummary:

@@ -10,6 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from bert.features import ENCODER_INPUTS
 from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 
@@ -104,7 +105,7 @@ class Tokenizer:
       parts.append({k: v.numpy() for k, v in encoder(*args).items()})
     if not parts:
       return {k: np.zeros([0, seq_length], np.int32)
-              for k in ("input_word_ids", "input_mask", "input_type_ids")}
+              for k in ENCODER_INPUTS}
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
   def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:

@@ -9,7 +9,8 @@ from typing import Dict, Optional, Sequence
 import tensorflow as tf
 import tf_keras
 
-from bert.networks.encoder_scaffold import INPUT_KEYS, encoder_inputs
+from bert.features import ENCODER_INPUTS
+from bert.networks.encoder_scaffold import encoder_inputs
 
 
 def per_example(layer, pooled, training=None):
@@ -64,7 +65,7 @@ class EncoderModel(tf_keras.Model):
     """int32 TensorSpecs of the plain inputs (the TF Hub names + extras)."""
     shape = [None] * self.input_rank
     return {k: tf.TensorSpec(shape, tf.int32, name=k)
-            for k in tuple(INPUT_KEYS) + tuple(self.extra_inputs)}
+            for k in tuple(ENCODER_INPUTS) + tuple(self.extra_inputs)}
 
   def _encode(self, inputs, training, pooled_only=False):
     """The encoder on the encoder's entries of `inputs`."""

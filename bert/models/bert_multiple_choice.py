@@ -6,7 +6,8 @@ import tf_keras
 from bert.layers.classification_head import ClassificationHead
 from bert.models._base import EncoderModel
 from bert.models.preprocessors import MultipleChoicePreprocessor
-from bert.networks.encoder_scaffold import INPUT_KEYS, EncoderScaffold
+from bert.features import ENCODER_INPUTS
+from bert.networks.encoder_scaffold import EncoderScaffold
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -37,14 +38,14 @@ class BertMultipleChoice(EncoderModel):
     self._built_with({self.head: [None, self.hidden_size]})
 
   def call(self, inputs, training=None):
-    if not isinstance(inputs, dict) or any(k not in inputs for k in INPUT_KEYS):
+    if not isinstance(inputs, dict) or any(k not in inputs for k in ENCODER_INPUTS):
       got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-      raise ValueError(f"{self.name} expects a dict with keys {list(INPUT_KEYS)}"
+      raise ValueError(f"{self.name} expects a dict with keys {list(ENCODER_INPUTS)}"
                        f", each [batch, num_choices, seq]; got {got}")
     num_choices = tf.shape(inputs["input_word_ids"])[1]
     seq = tf.shape(inputs["input_word_ids"])[2]
     # Each (context, choice) row on its own: [batch * choices, seq].
-    flat = {k: tf.reshape(inputs[k], [-1, seq]) for k in INPUT_KEYS}
+    flat = {k: tf.reshape(inputs[k], [-1, seq]) for k in ENCODER_INPUTS}
     pooled = self._encode(flat, training, pooled_only=True)["pooled_output"]
     scores = self.head(pooled, training=training)             # [b * c, 1]
     return dict(logits=tf.reshape(scores, [-1, num_choices]))

@@ -24,9 +24,9 @@ import tf_keras
 
 from bert.data import length_buckets as lb
 from bert.data.tokenization import Tokenizer
+from bert.features import ENCODER_INPUTS
 from bert.layers.bert_pack_inputs import BertPackInputs
 
-INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
 class BertPreprocessor(tf_keras.layers.Layer):
@@ -96,7 +96,7 @@ class BertPreprocessor(tf_keras.layers.Layer):
 
   # ------------------------------------------------------------- pipeline
   def model_inputs(self, features):
-    return {k: features[k] for k in INPUT_KEYS}
+    return {k: features[k] for k in ENCODER_INPUTS}
 
   def num_batches(self, features, batch_size: int) -> int:
     """Batches of one pass of `dataset(features, ..., batch_size)`."""
@@ -132,12 +132,12 @@ class BertPreprocessor(tf_keras.layers.Layer):
           window_size=batch_size)
     # Targets with a sequence axis (per-token labels) are cut with the inputs.
     cut = lb.bucket_cutter(
-        INPUT_KEYS + (("targets",) if np.ndim(targets) == 2 else ()),
+        ENCODER_INPUTS + (("targets",) if np.ndim(targets) == 2 else ()),
         self.length_buckets)
 
     def split(d):
       d = cut(d)
-      inputs = {k: d[k] for k in INPUT_KEYS}
+      inputs = {k: d[k] for k in ENCODER_INPUTS}
       return inputs if targets is None else (inputs, d["targets"])
 
     ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)

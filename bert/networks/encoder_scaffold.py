@@ -5,14 +5,10 @@ from typing import Any, Dict, Optional, Union
 import tensorflow as tf
 import tf_keras
 
+from bert.features import ENCODER_INPUTS, PACKED_ENCODER_INPUTS
 from bert.layers._util import build_sublayer, initializer
 from bert.layers.self_attention_mask import SelfAttentionMask
 
-# The TF Hub BERT encoder inputs.
-INPUT_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-# Optional inputs of packed rows (several examples per row, see
-# `bert.data.packing`).
-PACKED_KEYS = ("input_positions", "attention_mask", "cls_positions")
 
 
 def _resolve(cls_or_name):
@@ -31,28 +27,28 @@ def _registered_name(cls):
 def encoder_inputs(inputs: Dict[str, Any], where: str) -> Dict[str, tf.Tensor]:
   """The encoder's entries of a model input dict, as int32 tensors.
 
-  Plain rows need all of `INPUT_KEYS`; packed rows (with `input_positions`,
+  Plain rows need all of `ENCODER_INPUTS`; packed rows (with `input_positions`,
   `attention_mask` or `cls_positions`) need `input_word_ids` and
   `input_mask` or `attention_mask`. Raises a ValueError naming `where` and
   the missing keys otherwise.
   """
   if not isinstance(inputs, dict):
-    raise ValueError(f"{where} expects a dict with keys {list(INPUT_KEYS)}; "
+    raise ValueError(f"{where} expects a dict with keys {list(ENCODER_INPUTS)}; "
                      f"got {type(inputs).__name__}")
-  packed = any(k in inputs for k in PACKED_KEYS)
+  packed = any(k in inputs for k in PACKED_ENCODER_INPUTS)
   if packed:
     missing = [k for k in ("input_word_ids",) if k not in inputs]
     if "input_mask" not in inputs and "attention_mask" not in inputs:
       missing.append("input_mask (or attention_mask)")
   else:
-    missing = [k for k in INPUT_KEYS if k not in inputs]
+    missing = [k for k in ENCODER_INPUTS if k not in inputs]
   if missing:
     raise ValueError(
-        f"{where} expects a dict with keys {list(INPUT_KEYS)} (packed rows: "
-        f"{list(PACKED_KEYS)} too); missing {missing}, got {sorted(inputs)}")
+        f"{where} expects a dict with keys {list(ENCODER_INPUTS)} (packed rows: "
+        f"{list(PACKED_ENCODER_INPUTS)} too); missing {missing}, got {sorted(inputs)}")
   # Full attention masks keep their dtype; the ids become int32.
   return {k: (v if k == "attention_mask" else tf.cast(v, tf.int32))
-          for k, v in inputs.items() if k in INPUT_KEYS + PACKED_KEYS}
+          for k, v in inputs.items() if k in ENCODER_INPUTS + PACKED_ENCODER_INPUTS}
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -143,7 +139,7 @@ class EncoderScaffold(tf_keras.Model):
     build_sublayer(self.pooler_layer, [None, hidden_size])
     self.built = True
     self._set_save_spec({k: tf.TensorSpec([None, None], tf.int32, name=k)
-                         for k in INPUT_KEYS})
+                         for k in ENCODER_INPUTS})
 
   def call(self, inputs, training=None, pooled_only=False):
     inputs = encoder_inputs(inputs, self.name)

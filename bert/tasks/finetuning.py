@@ -19,6 +19,7 @@ import tensorflow as tf
 from bert.data import length_buckets as lb
 from bert.data import packing
 from bert.data.tokenization import Tokenizer
+from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
 from bert.tasks.pretraining import resolve_bert_config
 from bert.validation import (ConfigError, check_bool, check_float, check_int,
@@ -231,9 +232,8 @@ class FinetuningTask(Task):
 
   def model_inputs(self, features):
     # Packed rows also carry their position ids and example starts.
-    return {k: features[k] for k in ("input_word_ids", "input_mask",
-                                     "input_type_ids", "input_positions",
-                                     "cls_positions") if k in features}
+    return {k: features[k] for k in ENCODER_INPUTS + PACKED_ROW_INPUTS
+            if k in features}
 
   def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
     """The model's outputs on a whole split (inference in length order, or

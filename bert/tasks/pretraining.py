@@ -22,6 +22,7 @@ from bert import checkpoints as bert_checkpoints
 from bert.config import BertConfig
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import list_files, pretraining_dataset
+from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.layers.bert_tokenizer import read_vocab
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
@@ -235,10 +236,8 @@ class PretrainingTask(Task):
 
   def model_inputs(self, features):
     # Packed rows also carry their position ids and example starts.
-    return {k: features[k] for k in ("input_word_ids", "input_mask",
-                                     "input_type_ids", "masked_lm_positions",
-                                     "input_positions", "cls_positions")
-            if k in features}
+    return {k: features[k] for k in ENCODER_INPUTS + ("masked_lm_positions",)
+            + PACKED_ROW_INPUTS if k in features}
 
   def describe_batch(self, features):
     files = list_files(self.train_files)

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from bert.data.packing import pack
+from bert.features import ENCODER_INPUTS
 from bert.models import BertClassifier, BertPretrainer
 from bert.networks import BertEncoder
 from bert.tasks import ClassificationTask
@@ -63,8 +64,7 @@ def tensors(f, keys):
   return {k: tf.constant(f[k]) for k in keys}
 
 
-ENCODER_KEYS = ("input_word_ids", "input_mask", "input_type_ids")
-PACKED_INPUTS = ENCODER_KEYS + ("input_positions", "cls_positions")
+PACKED_INPUTS = ENCODER_INPUTS + ("input_positions", "cls_positions")
 
 
 def test_packed_encoder_outputs_equal_unpacked():
@@ -72,7 +72,7 @@ def test_packed_encoder_outputs_equal_unpacked():
                                      attention_probs_dropout_prob=0.0))
   f = examples()
   p = packed_of(f)
-  plain = encoder(tensors(f, ENCODER_KEYS))
+  plain = encoder(tensors(f, ENCODER_INPUTS))
   packed = encoder(tensors(p, PACKED_INPUTS))
   assert packed["pooled_output"].shape == (len(p["input_word_ids"]), 4, 64)
   lengths = f["input_mask"].sum(1)
@@ -120,7 +120,7 @@ def test_packed_classifier_logits_loss_and_gradients_equal_unpacked():
   assert isinstance(model, BertClassifier)
   f = examples(vocab=30522)
   p = packed_of(f)
-  ft = tensors(f, ENCODER_KEYS + ("label",))
+  ft = tensors(f, ENCODER_INPUTS + ("label",))
   pt = tensors(p, PACKED_INPUTS + ("label", "packed_example_mask"))
   plain, packed = model(ft)["logits"], model(pt)["logits"]
   assert packed.shape == (len(p["input_word_ids"]), 4, 3)
@@ -147,7 +147,7 @@ def test_packed_pretrainer_outputs_losses_and_gradients_equal_unpacked():
   p = packed_of(f)
   assert p["masked_lm_positions"].shape == (len(p["input_word_ids"]), 4 * 5)
   labels = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-  ft = tensors(f, ENCODER_KEYS + ("masked_lm_positions",) + labels)
+  ft = tensors(f, ENCODER_INPUTS + ("masked_lm_positions",) + labels)
   pt = tensors(p, PACKED_INPUTS + ("masked_lm_positions", "packed_example_mask")
                + labels)
   plain, packed = model(ft), model(pt)
