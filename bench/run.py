@@ -28,6 +28,8 @@ import sys
 import time
 
 from bench import _protocol as P
+from bert.config import BertConfig
+from bert.flops import TRAIN_FACTOR, encoder_flops, pooler_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -55,11 +57,14 @@ MATMUL_N = 2048
 
 
 def flops_per_sequence(model, seq, mode):
+  """Matmul FLOPs of one sequence of `seq` positions through MODEL's encoder
+  and pooler (`bert.flops`), x3 for a training step."""
   s = P.SHAPES[model]
-  h, i = s["hidden"], s["intermediate"]
-  forward = s["layers"] * (2 * seq * (4 * h * h + 2 * h * i) + 4 * seq * seq * h)
-  forward += 2 * h * h
-  return forward * (3 if mode == "train" else 1)
+  config = BertConfig(num_hidden_layers=s["layers"], hidden_size=s["hidden"],
+                      num_attention_heads=s["heads"],
+                      intermediate_size=s["intermediate"])
+  forward = encoder_flops(config, seq) + pooler_flops(config)
+  return forward * (TRAIN_FACTOR if mode == "train" else 1)
 
 
 class Worker:

@@ -17,7 +17,9 @@ import torch
 import transformers
 
 from bench import _torch_recipe
-from bert.data import squad_data as sd
+from bert.data.squad_examples import (
+    article_titles, encode_examples, read_squad, split_articles)
+from bert.data.squad_eval import postprocess, squad_metrics
 from bert.data.tokenization import Tokenizer
 
 
@@ -31,15 +33,15 @@ def main():
   args = _torch_recipe.parse_args(extra, seq_length=384, epochs=2.0)
 
   path = os.path.join(args.data_dir, args.file)
-  train_titles, eval_titles = sd.split_articles(
-      sd.article_titles(path), args.train_fraction, args.seed)
+  train_titles, eval_titles = split_articles(
+      article_titles(path), args.train_fraction, args.seed)
   tokenizer = Tokenizer(os.path.join(args.model, "vocab.txt"), lower_case=True)
-  train = sd.read_squad(path, train_titles)
-  held_out = sd.read_squad(path, eval_titles)
-  f_train, _ = sd.encode_examples(train, tokenizer, args.seq_length,
-                                  args.doc_stride, args.max_query_length, True)
-  f_eval, meta = sd.encode_examples(held_out, tokenizer, args.seq_length,
-                                    args.doc_stride, args.max_query_length, False)
+  train = read_squad(path, train_titles)
+  held_out = read_squad(path, eval_titles)
+  f_train, _ = encode_examples(train, tokenizer, args.seq_length,
+                               args.doc_stride, args.max_query_length, True)
+  f_eval, meta = encode_examples(held_out, tokenizer, args.seq_length,
+                                 args.doc_stride, args.max_query_length, False)
   as_t = lambda f, k: torch.tensor(f[k], dtype=torch.long)
   model = transformers.BertForQuestionAnswering.from_pretrained(
       args.model, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -68,9 +70,9 @@ def main():
       input_ids=as_t(f_eval, "input_word_ids"),
       attention_mask=as_t(f_eval, "input_mask"),
       token_type_ids=as_t(f_eval, "input_type_ids")))
-  predictions, _, _ = sd.postprocess(held_out, meta, logits["start_logits"],
-                                     logits["end_logits"])
-  result = sd.squad_metrics(held_out, predictions)
+  predictions, _, _ = postprocess(held_out, meta, logits["start_logits"],
+                                  logits["end_logits"])
+  result = squad_metrics(held_out, predictions)
   result.update(task="squad_v1", train_questions=len(train),
                 eval_questions=len(held_out), steps=steps,
                 seconds=round(time.time() - start, 1))

@@ -13,7 +13,6 @@ the median and spread are printed.
 import argparse
 import os
 import statistics
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,15 +24,13 @@ def main():
   parser.add_argument("--batch_size", type=int, default=4096)
   args = parser.parse_args()
 
-  sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tokenizers import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
-  from conftest import minilm_dir  # pylint: disable=g-import-not-at-top
-  from layers.tokenizer_test import all_shared_texts  # pylint: disable=g-import-not-at-top
+  from bert.testing import minilm_dir, shared_texts  # pylint: disable=g-import-not-at-top
 
   vocab = os.path.join(minilm_dir(), "vocab.txt")
-  texts = all_shared_texts()
+  texts = shared_texts()
   hf = BertWordPieceTokenizer(vocab, lowercase=True)
   ours = Tokenizer(vocab, lower_case=True, batch_size=args.batch_size)
   batches = [tf.constant(texts[i:i + args.batch_size])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 from bert.validation import (ConfigError, check_bool, check_choice,
                              check_float, check_int)
@@ -278,6 +278,19 @@ class BertConfig:
   @staticmethod
   def preset_names():
     return sorted(PRESETS)
+
+
+def resolve_bert_config(bert_config: Union[str, BertConfig]) -> BertConfig:
+  """A BertConfig from itself, a preset name, or a bert_config.json / HF
+  config.json path: what a task's or a gin file's `bert_config` may be."""
+  if isinstance(bert_config, BertConfig):
+    return bert_config
+  if not isinstance(bert_config, str):
+    raise ConfigError("bert_config must be a preset name, a config json path "
+                      f"or a BertConfig, got {bert_config!r}")
+  if bert_config.endswith(".json") or os.path.sep in bert_config:
+    return BertConfig.from_json_file(bert_config)
+  return BertConfig.preset(bert_config)
 
 
 def _shape(layers: int, hidden: int, **extra) -> Dict[str, Any]:

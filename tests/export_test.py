@@ -117,7 +117,7 @@ def test_classifier_serving_on_raw_strings(tmp_path):
 
 
 def test_cli_exports_a_trained_classifier_run(tmp_path):
-  from bert.export import load_trained_task  # pylint: disable=g-import-not-at-top
+  from bert.training.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
   config = tmp_path / "bert_config.json"
   small_config(vocab_size=30522, max_position_embeddings=32).to_json_file(str(config))
   data = tmp_path / "train.tsv"
@@ -164,7 +164,8 @@ RuntimeConfig.strategy = "one_device"
 
 
 def test_span_labeler_serving_matches_postprocessing(tmp_path):
-  from bert.data import squad_data as sd  # pylint: disable=g-import-not-at-top
+  from bert.data.squad_examples import SquadExample, encode_examples  # pylint: disable=g-import-not-at-top
+  from bert.data.squad_eval import postprocess  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   from bert.models import BertSpanLabeler  # pylint: disable=g-import-not-at-top
   model = BertSpanLabeler(BertEncoder(small_config(vocab_size=30522,
@@ -184,13 +185,13 @@ def test_span_labeler_serving_matches_postprocessing(tmp_path):
       print(json.dumps(dict(answer=[a.decode() for a in r["answer"].numpy()],
                             score=r["score"].numpy().tolist())))
   """)
-  examples = [sd.SquadExample(str(i), q, c, [("x", 0)]) for i, (q, c) in
+  examples = [SquadExample(str(i), q, c, [("x", 0)]) for i, (q, c) in
               enumerate(zip(questions, contexts))]
-  arrays, meta = sd.encode_examples(examples, Tokenizer(vocab()), 64, 64, 16)
+  arrays, meta = encode_examples(examples, Tokenizer(vocab()), 64, 64, 16)
   assert len(meta) == 2                       # one window each
   out = model({k: tf.constant(arrays[k]) for k in
                ("input_word_ids", "input_mask", "input_type_ids")}, training=False)
-  predictions, nbest, _ = sd.postprocess(
+  predictions, nbest, _ = postprocess(
       examples, meta, out["start_logits"].numpy(), out["end_logits"].numpy(),
       n_best_size=64, max_answer_length=5)
   assert got["answer"] == [predictions["0"], predictions["1"]]

@@ -96,8 +96,8 @@ def cache(tmp_path, monkeypatch):
 @pytest.fixture
 def presets(monkeypatch):
   """register_preset() within a test; the table is restored afterwards."""
-  monkeypatch.setattr(pretrained, "PRESETS", dict(pretrained.PRESETS))
-  monkeypatch.setattr(pretrained, "ALIASES", dict(pretrained.ALIASES))
+  monkeypatch.setattr(pretrained.presets, "PRESETS", dict(pretrained.PRESETS))
+  monkeypatch.setattr(pretrained.presets, "ALIASES", dict(pretrained.ALIASES))
   return pretrained.register_preset
 
 

@@ -27,10 +27,11 @@ from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
 from bert.data._io import atomic_folder
 from bert import pretrained
+from bert.checkpoints.compat import check_vocab_size
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 from bert.data._io import present
-from bert.layers.bert_tokenizer import read_vocab
+from bert.data.errors import DataError
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models.bert_pretrainer import build_pretraining_heads
@@ -120,6 +121,35 @@ def _checkpoint_keys(prefix):
 
 
 # -------------------------------------------------------------------- load
+@dataclasses.dataclass
+class CheckpointInfo:
+  """What a checkpoint folder says about its model without reading weights."""
+  folder: str
+  format: str
+  config: BertConfig
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+
+
+def describe(path: str, *, format: Optional[str] = None) -> CheckpointInfo:
+  """The folder, format, config, vocab (checked against the config) and
+  casing of a checkpoint folder or preset, as `load` reads them."""
+  if not os.path.exists(path) and pretrained.is_preset(path):
+    path = pretrained.resolve(path)
+  folder = _folder(path)
+  fmt = format or detect_format(folder)
+  if fmt not in FORMATS:
+    raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
+  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+  vocab_file = os.path.join(folder, VOCAB_FILE)
+  if present(vocab_file):
+    _check_vocab(vocab_file, config)
+  else:
+    vocab_file = None
+  return CheckpointInfo(folder, fmt, config, vocab_file,
+                        _do_lower_case(folder, fmt))
+
+
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None) -> BertCheckpoint:
   """Loads a BERT checkpoint folder of any supported format, or a preset.
@@ -135,17 +165,12 @@ def load(path: str, *, with_heads: bool = False,
     CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
       or a vocab.txt whose size differs from config.vocab_size.
   """
-  if not os.path.exists(path) and pretrained.is_preset(path):
-    path = pretrained.resolve(path)
-  folder = _folder(path)
-  fmt = format or detect_format(folder)
-  if fmt not in FORMATS:
-    raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
-  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-  vocab_file = _checked_vocab(folder, config)
+  info = describe(path, format=format)
+  fmt, folder, config = info.format, info.folder, info.config
   encoder = BertEncoder(config)
-  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          do_lower_case=_do_lower_case(folder, fmt), format=fmt)
+  result = BertCheckpoint(config=config, encoder=encoder,
+                          vocab_file=info.vocab_file,
+                          do_lower_case=info.do_lower_case, format=fmt)
   if fmt == "tf2":
     _load_tf2(folder, result, with_heads)
     return result
@@ -175,25 +200,12 @@ def _read_config(folder, name):
   return BertConfig.from_json_file(path)
 
 
-def _checked_vocab(folder, config):
-  """The folder's vocab.txt (None if absent), checked against the config."""
-  path = os.path.join(folder, VOCAB_FILE)
-  if not present(path):
-    return None
-  _check_vocab_size(path, config)
-  return path
-
-
-def _check_vocab_size(vocab_file, config):
-  """A well-formed vocab (`read_vocab`) of the config's size."""
+def _check_vocab(vocab_file, config):
+  """`check_vocab_size`, a malformed vocab being a CheckpointError too."""
   try:
-    size = len(read_vocab(vocab_file))
-  except ValueError as e:
+    check_vocab_size(vocab_file, config)
+  except DataError as e:
     raise CheckpointError(str(e)) from None
-  if size != config.vocab_size:
-    raise CheckpointMismatchError(
-        f"{vocab_file}: {size} tokens, but the config says vocab_size="
-        f"{config.vocab_size}; this vocab does not belong to this model")
 
 
 def _do_lower_case(folder, fmt) -> Optional[bool]:
@@ -274,7 +286,7 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   vocab_file = vocab_file or obj.vocab_file
   do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
   if vocab_file is not None:
-    _check_vocab_size(vocab_file, obj.config)
+    _check_vocab(vocab_file, obj.config)
   with _atomic_folder(path) as tmp:
     # Our metadata goes into every format; the other ecosystems' readers
     # ignore the extra file, and it keeps do_lower_case where they have no

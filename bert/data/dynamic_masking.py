@@ -19,11 +19,9 @@ uninterrupted one would.
 
 from typing import Dict
 
-import numpy as np
 import tensorflow as tf
 
-from bert.data.pretraining_data import _Vocab
-from bert.layers.bert_tokenizer import read_vocab
+from bert.data.vocab import Vocab
 from bert.validation import check_float, check_int
 
 
@@ -45,12 +43,12 @@ class DynamicMasker:
                 min_open=True, max_open=True)
     check_int("DynamicMasker", "max_predictions_per_seq",
               max_predictions_per_seq, minimum=1)
-    vocab = _Vocab(read_vocab(vocab_file), vocab_file)
+    vocab = Vocab.from_file(vocab_file)
     self.cls, self.sep, self.mask = vocab.cls, vocab.sep, vocab.mask
     self.vocab_size = vocab.size
     # A NumPy array, not a tensor: building the masker must not start
     # TensorFlow's runtime (a multi-worker strategy is configured after it).
-    self.is_continuation = np.asarray(vocab.is_continuation, bool)
+    self.is_continuation = vocab.is_continuation
     self.max_predictions_per_seq = max_predictions_per_seq
     self.masked_lm_prob = masked_lm_prob
     self.do_whole_word_mask = do_whole_word_mask

@@ -10,7 +10,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
-from bert.data.pretraining_data import feature_spec
+from bert.data.pretraining_records import feature_spec
 from bert.validation import ConfigError
 
 # Record feature name -> model input name (TF Hub BERT interface).
@@ -34,7 +34,7 @@ def list_files(file_pattern: str) -> List[str]:
     if not matched:
       raise FileNotFoundError(f"{pattern}: matches no TFRecord file")
     files += sorted(matched)
-  from bert.data.pretraining_data import check_manifests  # pylint: disable=g-import-not-at-top
+  from bert.data.pretraining_shards import check_manifests  # pylint: disable=g-import-not-at-top
   check_manifests(files)
   return files
 

@@ -11,8 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.features import ENCODER_INPUTS
-from bert.layers.bert_pack_inputs import BertPackInputs
-from bert.layers.bert_tokenizer import BertTokenizer
+from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 
 
 def _split_rows(ragged) -> List[np.ndarray]:
@@ -33,8 +32,13 @@ class Tokenizer:
   def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
                batch_size: int = 4096,
                vocabulary: Optional[Sequence[str]] = None):
-    self.layer = BertTokenizer(vocab_file, lower_case=lower_case,
-                               vocabulary=vocabulary)
+    if (vocab_file is None) == (vocabulary is None):
+      raise ValueError("Tokenizer: give vocab_file or vocabulary (the tokens "
+                       "in id order), not both")
+    # One packer for every length: `encode` passes its seq_length per call.
+    self.layer, self.packer = tokenizer_and_packer(
+        vocab_file if vocab_file is not None else vocabulary, lower_case,
+        seq_length=128)
     self.batch_size = batch_size
     self.vocab = self.layer.vocab
     self._ids = {token: i for i, token in enumerate(self.vocab)}
@@ -86,7 +90,7 @@ class Tokenizer:
       raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second")
     key = (seq_length, texts_b is not None)
     if key not in self._encoders:
-      pack = BertPackInputs(seq_length, self.get_special_tokens_dict())
+      pack = lambda segments: self.packer(segments, seq_length=int(seq_length))
       tokenize = self.layer.tokenize
       if texts_b is None:
         fn = lambda a: pack([tokenize(a)])

@@ -32,8 +32,7 @@ class BertClassifier(EncoderModel):
     self.dropout_rate = dropout_rate
     self.head = ClassificationHead(
         num_classes=num_classes, dropout_rate=dropout_rate,
-        initializer_range=getattr(getattr(encoder, "config", None),
-                                  "initializer_range", 0.02),
+        initializer_range=self.initializer_range,
         name="classifier")
     self._built_with({self.head: [None, self.hidden_size]})
 

@@ -32,8 +32,7 @@ class BertMultipleChoice(EncoderModel):
     self.dropout_rate = dropout_rate
     self.head = ClassificationHead(
         num_classes=1, dropout_rate=dropout_rate,
-        initializer_range=getattr(getattr(encoder, "config", None),
-                                  "initializer_range", 0.02),
+        initializer_range=self.initializer_range,
         name="choice_score")
     self._built_with({self.head: [None, self.hidden_size]})
 

@@ -22,8 +22,7 @@ class BertSpanLabeler(EncoderModel):
   def __init__(self, encoder: EncoderScaffold, **kwargs):
     kwargs.setdefault("name", "bert_span_labeler")
     super().__init__(encoder, **kwargs)
-    self.head = SpanHead(initializer_range=getattr(
-        getattr(encoder, "config", None), "initializer_range", 0.02), name="span")
+    self.head = SpanHead(initializer_range=self.initializer_range, name="span")
     self._built_with({self.head: [None, None, self.hidden_size]})
 
   def call(self, inputs, training=None):

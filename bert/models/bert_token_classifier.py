@@ -29,8 +29,7 @@ class BertTokenClassifier(EncoderModel):
     self.dropout = tf_keras.layers.Dropout(dropout_rate)
     self.dense = tf_keras.layers.Dense(
         num_classes, name="token_logits",
-        kernel_initializer=initializer(getattr(
-            getattr(encoder, "config", None), "initializer_range", 0.02)))
+        kernel_initializer=initializer(self.initializer_range))
     self._built_with({self.dense: [None, None, self.hidden_size]})
 
   def call(self, inputs, training=None):

@@ -15,177 +15,13 @@ what the task means (labels and probabilities, one tag per word).
   MultipleChoicePreprocessor   (contexts, endings)
 """
 
-import math
-from typing import Dict, List, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert.data import length_buckets as lb
-from bert.data.tokenization import Tokenizer
-from bert.features import ENCODER_INPUTS
-from bert.layers.bert_pack_inputs import BertPackInputs
-
-
-
-class BertPreprocessor(tf_keras.layers.Layer):
-  """Base: vocabulary, casing, sequence length and the length buckets.
-
-  Subclasses implement `encode(x)` (raw inputs -> dict of int32 NumPy
-  arrays, one row per model input row), `targets(y, features)` (raw labels
-  -> per-row arrays) and `decode(outputs, features, x)` (model outputs in
-  row order -> task-level predictions).
-  """
-
-  def __init__(self, vocabulary: Sequence[str], lower_case: bool,
-               seq_length: int = 128,
-               length_buckets: Optional[Sequence[int]] = None, **kwargs):
-    super().__init__(trainable=False, **kwargs)
-    self.lower_case = bool(lower_case)
-    self.seq_length = int(seq_length)
-    self.length_buckets = lb.check_length_buckets(
-        lb.default_length_buckets(self.seq_length) if length_buckets is None
-        else length_buckets, self.seq_length,
-        f"{type(self).__name__}.length_buckets")
-    # Not tracked by Keras (a 30k-token list); saved through get_config.
-    object.__setattr__(self, "_vocabulary", tuple(vocabulary))
-    object.__setattr__(self, "tokenizer", Tokenizer(
-        vocabulary=self._vocabulary, lower_case=self.lower_case))
-
-  @property
-  def vocabulary(self) -> List[str]:
-    """The tokens in id order."""
-    return list(self._vocabulary)
-
-  @classmethod
-  def from_checkpoint(cls, checkpoint, **kwargs):
-    """The preprocessor of a loaded checkpoint (`bert.checkpoints.load`):
-    its vocab.txt and casing; `kwargs` as the constructor's."""
-    from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
-    if checkpoint.vocab_file is None:
-      raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
-                       "can be built; pass a folder with its vocab.txt")
-    if checkpoint.do_lower_case is None and "lower_case" not in kwargs:
-      raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
-                       "say whether it is cased; pass lower_case=True/False")
-    kwargs.setdefault("lower_case", checkpoint.do_lower_case)
-    preprocessor = cls(read_vocab(checkpoint.vocab_file), **kwargs)
-    if preprocessor.seq_length > checkpoint.config.max_position_embeddings:
-      raise ValueError(f"seq_length={preprocessor.seq_length} exceeds the "
-                       "model's max_position_embeddings="
-                       f"{checkpoint.config.max_position_embeddings}")
-    return preprocessor
-
-  # ------------------------------------------------------------ interface
-  def encode(self, x, y=None) -> Dict[str, np.ndarray]:
-    """Model inputs (and any per-row label features) of raw inputs `x`
-    with their raw labels `y` (None for prediction)."""
-    raise NotImplementedError
-
-  def targets(self, y, features: Dict[str, np.ndarray]):
-    del features
-    return np.asarray(y)
-
-  def decode(self, outputs: Dict[str, np.ndarray], features, x):
-    del features, x
-    return outputs
-
-  # Model outputs with a sequence axis (padded back to seq_length).
-  sequence_outputs: Sequence[str] = ()
-
-  # ------------------------------------------------------------- pipeline
-  def model_inputs(self, features):
-    return {k: features[k] for k in ENCODER_INPUTS}
-
-  def num_batches(self, features, batch_size: int) -> int:
-    """Batches of one pass of `dataset(features, ..., batch_size)`."""
-    lengths = lb._row_lengths_np(features, "input_mask")  # pylint: disable=protected-access
-    index = np.searchsorted(np.asarray(self.length_buckets), lengths)
-    counts = np.bincount(index, minlength=len(self.length_buckets))
-    return int(sum(math.ceil(c / batch_size) for c in counts))
-
-  def dataset(self, features, targets=None, batch_size: int = 32,
-              training: bool = False, shuffle: bool = True,
-              seed: Optional[int] = lb.SHUFFLE_SEED) -> tf.data.Dataset:
-    """(inputs, targets) batches (inputs alone without targets), each cut
-    to its length bucket.
-
-    training: the endless stream `bert-train` draws its batches from
-      (`length_buckets.training_batches`: shuffled anew each pass unless
-      `shuffle=False`, full batches of one bucket); `fit` runs
-      `length_buckets.steps_per_epoch` of them per epoch. Otherwise one pass
-      over the rows, batched by bucket.
-    """
-    n = len(features["input_word_ids"])
-    data = dict(self.model_inputs(features))
-    if targets is not None:
-      data["targets"] = targets
-    ds = tf.data.Dataset.from_tensor_slices(data)
-    if training:
-      ds = lb.training_batches(ds, n, batch_size, self.length_buckets,
-                               shuffle=shuffle, seed=seed)
-    else:
-      ds = ds.group_by_window(
-          key_func=lb.bucket_key(self.length_buckets),
-          reduce_func=lambda _, rows: rows.batch(batch_size),
-          window_size=batch_size)
-    # Targets with a sequence axis (per-token labels) are cut with the inputs.
-    cut = lb.bucket_cutter(
-        ENCODER_INPUTS + (("targets",) if np.ndim(targets) == 2 else ()),
-        self.length_buckets)
-
-    def split(d):
-      d = cut(d)
-      inputs = {k: d[k] for k in ENCODER_INPUTS}
-      return inputs if targets is None else (inputs, d["targets"])
-
-    ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
-    if not training:
-      ds = ds.apply(tf.data.experimental.assert_cardinality(
-          self.num_batches(features, batch_size)))
-    return ds.prefetch(tf.data.AUTOTUNE)
-
-  def predict_features(self, predict_fn, features, batch_size: int):
-    """`predict_fn(batch)` (the model's outputs) on every row, run in length
-    order and returned in row order."""
-    return lb.predict_by_length(
-        predict_fn, self.model_inputs(features), batch_size,
-        self.length_buckets, self.sequence_outputs)
-
-  # -------------------------------------------------------- serialisation
-  def get_config(self):
-    config = super().get_config()
-    config.pop("trainable", None)
-    config.update(vocabulary=list(self._vocabulary), lower_case=self.lower_case,
-                  seq_length=self.seq_length,
-                  length_buckets=list(self.length_buckets))
-    return config
-
-
-def _texts(x, what: str) -> List[np.ndarray]:
-  """Raw text input as 1 or 2 string columns."""
-  if isinstance(x, tuple) and len(x) == 2:
-    a, b = (np.asarray(list(t), dtype=object) for t in x)
-    if len(a) != len(b):
-      raise ValueError(f"{what}: {len(a)} first texts but {len(b)} second")
-    return [a, b]
-  if isinstance(x, str):
-    raise ValueError(f"{what}: give a list of strings (or an (a, b) pair of "
-                     "lists), not one string")
-  return [np.asarray(list(x), dtype=object)]
-
-
-def is_raw_text(x) -> bool:
-  """Whether `x` is raw text: strings, or a tuple of string lists."""
-  first = x[0] if isinstance(x, tuple) and x else x
-  try:
-    item = next(iter(first))
-  except (TypeError, StopIteration):
-    return False
-  if isinstance(item, (list, tuple)) and item:   # words of a sentence
-    item = item[0]
-  return isinstance(item, (str, bytes))
+from bert.models.preprocessor_base import BertPreprocessor, text_columns
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -204,17 +40,16 @@ class TextClassifierPreprocessor(BertPreprocessor):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
     self.labels = list(labels) if labels else None
     self.text_pairs = text_pairs
-    self.packer = BertPackInputs(self.seq_length,
-                                 self.tokenizer.get_special_tokens_dict())
 
   def call(self, inputs):
     """In-graph: string [batch] (or a pair of them) -> the encoder inputs,
     int32 [batch, seq_length]."""
     segments = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-    return self.packer([self.tokenizer.layer(s) for s in segments])
+    return self.tokenizer.packer([self.tokenizer.layer(s) for s in segments],
+                                 seq_length=self.seq_length)
 
   def encode(self, x, y=None):
-    texts = _texts(x, "TextClassifierPreprocessor")
+    texts = text_columns(x, "TextClassifierPreprocessor")
     pairs = len(texts) == 2
     if self.text_pairs is None and y is not None:
       self.text_pairs = pairs           # what the model is trained on
@@ -321,7 +156,7 @@ class SpanLabelerPreprocessor(BertPreprocessor):
 
   Each (question, context) becomes windows of `seq_length` pieces every
   `doc_stride` context pieces, the question (at most `max_query_length`
-  pieces) first, as `bert.data.squad_data` encodes SQuAD. Targets for
+  pieces) first, as `bert.data.squad_examples` encodes SQuAD. Targets for
   `fit`: one answer per question, `(text, answer_start)` with the start in
   characters of the context (or `None` for no answer: SQuAD 2.0). `predict`
   runs the task's post-processing: n-best spans inside the context, each
@@ -347,7 +182,7 @@ class SpanLabelerPreprocessor(BertPreprocessor):
     self.null_score_diff_threshold = null_score_diff_threshold
 
   def examples(self, x, y=None):
-    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
     if not (isinstance(x, tuple) and len(x) == 2):
       raise ValueError("SpanLabelerPreprocessor: give (questions, contexts), "
                        "two lists of strings")
@@ -370,14 +205,14 @@ class SpanLabelerPreprocessor(BertPreprocessor):
             raise ValueError(f"answer {i}: {text!r} is not at character "
                              f"{start} of its context")
           answers = [(text, int(start))]
-      out.append(squad_data.SquadExample(str(i), question, context, answers,
+      out.append(squad_examples.SquadExample(str(i), question, context, answers,
                                          impossible))
     return out
 
   def encode(self, x, y=None):
-    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
     examples = self.examples(x, y)
-    arrays, meta = squad_data.encode_examples(
+    arrays, meta = squad_examples.encode_examples(
         examples, self.tokenizer, self.seq_length, self.doc_stride,
         self.max_query_length, training=y is not None)
     # The windows' bookkeeping for `decode` (not model inputs).
@@ -389,9 +224,9 @@ class SpanLabelerPreprocessor(BertPreprocessor):
   def decode(self, outputs, features, x):
     """{"answers": text per question, "start", "end": its character offsets
     in the context (None for no answer), "nbest": the n-best lists}."""
-    from bert.data import squad_data  # pylint: disable=g-import-not-at-top
+    from bert.data import squad_eval  # pylint: disable=g-import-not-at-top
     examples = features["examples"]
-    _, nbest, null_odds = squad_data.postprocess(
+    _, nbest, null_odds = squad_eval.postprocess(
         examples, features["meta"], outputs["start_logits"],
         outputs["end_logits"], self.n_best_size, self.max_answer_length,
         self.version_2, self.null_score_diff_threshold)

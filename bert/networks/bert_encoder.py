@@ -89,4 +89,4 @@ class BertEncoder(EncoderScaffold):
     return dict(config=self._bert_config.to_dict(),
                 return_attention_probs=self._scaffold_config[
                     "return_attention_probs"],
-                name=self.name)
+                name=self.name, trainable=self.trainable)

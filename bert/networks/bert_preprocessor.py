@@ -3,8 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
-from bert.layers.bert_pack_inputs import BertPackInputs
-from bert.layers.bert_tokenizer import BertTokenizer
+from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 
 
 def make_preprocessor(vocab_file: str, lower_case: bool = True,
@@ -20,9 +19,9 @@ def make_preprocessor(vocab_file: str, lower_case: bool = True,
   Loading the SavedModel needs only TensorFlow and `import tensorflow_text`
   (for its ops), not this library.
   """
-  tokenizer = BertTokenizer(vocab_file, lower_case=lower_case, name="tokenizer")
-  packer = BertPackInputs(seq_length, tokenizer.get_special_tokens_dict(),
-                          name="bert_pack_inputs")
+  tokenizer, packer = tokenizer_and_packer(
+      vocab_file, lower_case, seq_length, tokenizer_name="tokenizer",
+      packer_name="bert_pack_inputs")
   texts = [tf_keras.Input(shape=(), dtype=tf.string, name=f"text_{i}" if
                           num_text_inputs > 1 else "text")
            for i in range(num_text_inputs)]

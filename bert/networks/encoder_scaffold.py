@@ -122,7 +122,9 @@ class EncoderScaffold(tf_keras.Model):
         kernel_initializer=initializer(initializer_range), name="pooler")
     self.hidden_size = hidden_size
     self.return_attention_probs = return_attention_probs
-    self._scaffold_config = dict(
+    # Not tracked by Keras (which would wrap the dicts in its own types):
+    # get_config returns plain, JSON-serialisable values.
+    object.__setattr__(self, "_scaffold_config", dict(
         embedding_cls=_registered_name(embedding_cls),
         embedding_cfg=dict(embedding_cfg),
         block_cls=_registered_name(block_cls),
@@ -130,7 +132,7 @@ class EncoderScaffold(tf_keras.Model):
         num_layers=num_layers,
         hidden_size=hidden_size,
         initializer_range=initializer_range,
-        return_attention_probs=return_attention_probs)
+        return_attention_probs=return_attention_probs))
     # Every weight exists from construction on (checkpoints load into a
     # fresh encoder), and a SavedModel traces the plain TF Hub inputs.
     build_sublayer(self.embedding_layer, None)
@@ -185,7 +187,7 @@ class EncoderScaffold(tf_keras.Model):
 
   def get_config(self):
     config = dict(self._scaffold_config)
-    config["name"] = self.name
+    config.update(name=self.name, trainable=self.trainable)
     return config
 
   @classmethod

@@ -11,19 +11,28 @@ batches; the few fixed lengths keep tf.function/XLA to one trace per bucket.
 
 import logging
 import math
+import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from bert import checkpoints
+from bert.config import resolve_bert_config
 from bert.data import length_buckets as lb
 from bert.data import packing
 from bert.data.tokenization import Tokenizer
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
-from bert.tasks.pretraining import resolve_bert_config
 from bert.validation import (ConfigError, check_bool, check_float, check_int,
                              check_str)
+
+
+def split_files(data_dir: str, **files: str) -> Dict[str, str]:
+  """Each split's file (e.g. train="train.json") under `data_dir`; "" (not
+  set) stays ""."""
+  return {split: os.path.join(data_dir, name) if name else ""
+          for split, name in files.items()}
 
 
 class FinetuningTask(Task):
@@ -91,12 +100,11 @@ class FinetuningTask(Task):
     check_bool(name, "pack", pack)
     check_str(name, "init_checkpoint", init_checkpoint, optional=True)
     check_str(name, "vocab_file", vocab_file, optional=True)
-    self._init_weights = None
+    self.init_checkpoint = init_checkpoint
     if init_checkpoint:
-      from bert import checkpoints  # pylint: disable=g-import-not-at-top
-      ckpt = checkpoints.load(init_checkpoint)
+      # Config, vocab and casing now; the weights when the model is built.
+      ckpt = checkpoints.describe(init_checkpoint)
       self.config = ckpt.config
-      self._init_weights = ckpt.encoder.get_weights()
       vocab_file = vocab_file or ckpt.vocab_file
       if do_lower_case is None:
         do_lower_case = ckpt.do_lower_case
@@ -115,11 +123,8 @@ class FinetuningTask(Task):
     self.length_buckets = lb.check_length_buckets(
         lb.default_length_buckets(seq_length) if length_buckets is None
         else length_buckets, seq_length, f"{name}.length_buckets")
+    checkpoints.check_vocab_size(vocab_file, self.config)
     self.tokenizer = Tokenizer(vocab_file, lower_case=do_lower_case)
-    size = self.tokenizer.get_special_tokens_dict()["vocab_size"]
-    if size != self.config.vocab_size:
-      raise ConfigError(f"vocab {vocab_file} has {size} tokens but the model's "
-                        f"vocab_size is {self.config.vocab_size}")
     self.seq_length = seq_length
     self._global_batch_size = global_batch_size
     self.eval_batch_size = eval_batch_size
@@ -216,8 +221,8 @@ class FinetuningTask(Task):
     return lb.bucket_cutter(self.sequence_features(data), self.length_buckets)
 
   def initialize(self, model):
-    if self._init_weights is not None:
-      model.encoder.set_weights(self._init_weights)
+    if self.init_checkpoint:
+      checkpoints.init_from_checkpoint(model, self.init_checkpoint)
 
   def preprocessor(self):
     """The `preprocessor` of this task's model on the Keras path (raw inputs

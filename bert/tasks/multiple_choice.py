@@ -17,7 +17,7 @@ from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.tasks.base import softmax_stats
-from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.finetuning import FinetuningTask, split_files
 from bert.data.errors import DataError
 from bert.validation import ConfigError, check_int, check_str
 
@@ -38,9 +38,8 @@ class MultipleChoiceTask(FinetuningTask):
                         ("predict_file", predict_file), ("data_dir", data_dir)):
       check_str(owner, name, value)
     check_int(owner, "num_choices", num_choices, minimum=2)
-    self.files = {k: os.path.join(data_dir, v) if v else ""
-                  for k, v in dict(train=train_file, eval=eval_file,
-                                   predict=predict_file).items()}
+    self.files = split_files(data_dir, train=train_file, eval=eval_file,
+                             predict=predict_file)
     self.num_choices = num_choices
     self._examples = {}
     super().__init__(**kwargs)

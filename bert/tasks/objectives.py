@@ -52,10 +52,7 @@ def span_stats(start_logits, end_logits, start_positions, end_positions,
   total, accuracies = 0.0, {}
   for name, logits, positions in (("start", start_logits, start_positions),
                                   ("end", end_logits, end_positions)):
-    logits = logits + (1.0 - mask) * -10000.0
-    labels = tf.cast(positions, tf.int32)
-    total += tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=labels, logits=logits))
-    accuracies[f"{name}_accuracy"] = (tf.reduce_sum(tf.cast(tf.equal(
-        tf.argmax(logits, -1, output_type=tf.int32), labels), tf.float32)), n)
+    stats = softmax_stats(logits + (1.0 - mask) * -10000.0, positions)
+    total += stats["loss"][0]
+    accuracies[f"{name}_accuracy"] = stats["accuracy"]
   return dict(loss=(total / 2.0, n), **accuracies)

@@ -11,22 +11,20 @@ the global batch (all replicas and accumulated micro-batches; see
 reference's per-batch loss.
 """
 
-import os
 from typing import Dict, Mapping, Optional, Union
 
 import gin
 import numpy as np
 import tensorflow as tf
 
-from bert import checkpoints as bert_checkpoints
-from bert.config import BertConfig
+from bert.checkpoints import check_vocab_size, init_from_checkpoint
+from bert.config import BertConfig, resolve_bert_config
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import list_files, pretraining_dataset
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
-from bert.layers.bert_tokenizer import read_vocab
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import Stats, Task, example_weights
+from bert.tasks.base import Stats, Task, example_weights, softmax_stats
 from bert.validation import (ConfigError, check_bool, check_float, check_int,
                              check_str)
 
@@ -43,27 +41,14 @@ def pretraining_stats(features: Mapping[str, tf.Tensor],
   # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
   nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
                           [-1, 2])
-  weights = tf.cast(features["masked_lm_weights"], tf.float32)    # [b, P]
-  ids = tf.cast(features["masked_lm_ids"], tf.int32)
-  nsp_labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-  nsp_weights = example_weights(features, nsp_labels)
-  mlm_per_position = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=ids, logits=mlm_logits)
-  nsp_per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=nsp_labels, logits=nsp_logits)
-  mlm_correct = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
-                                 ids), tf.float32)
-  nsp_correct = tf.cast(tf.equal(tf.argmax(nsp_logits, -1, output_type=tf.int32),
-                                 nsp_labels), tf.float32)
-  num_predictions = tf.reduce_sum(weights)
-  num_examples = tf.reduce_sum(nsp_weights)
-  return dict(
-      masked_lm_loss=(tf.reduce_sum(mlm_per_position * weights), num_predictions),
-      next_sentence_loss=(tf.reduce_sum(nsp_per_example * nsp_weights),
-                          num_examples),
-      masked_lm_accuracy=(tf.reduce_sum(mlm_correct * weights), num_predictions),
-      next_sentence_accuracy=(tf.reduce_sum(nsp_correct * nsp_weights),
-                              num_examples))
+  nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+  mlm = softmax_stats(mlm_logits, features["masked_lm_ids"],
+                      features["masked_lm_weights"])          # over [b, P]
+  nsp = softmax_stats(nsp_logits, nsp_labels,
+                      example_weights(features, nsp_labels))  # over [b]
+  return dict(masked_lm_loss=mlm["loss"], next_sentence_loss=nsp["loss"],
+              masked_lm_accuracy=mlm["accuracy"],
+              next_sentence_accuracy=nsp["accuracy"])
 
 
 def pretraining_losses(features: Dict[str, tf.Tensor],
@@ -91,39 +76,6 @@ def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
     out[name] = num / tf.maximum(den, 1.0)
   out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
   return out
-
-
-def resolve_bert_config(bert_config: Union[str, BertConfig]) -> BertConfig:
-  """A BertConfig from itself, a preset name, or a bert_config.json / HF
-  config.json path."""
-  if isinstance(bert_config, BertConfig):
-    return bert_config
-  if not isinstance(bert_config, str):
-    raise ConfigError("bert_config must be a preset name, a config json path "
-                      f"or a BertConfig, got {bert_config!r}")
-  if bert_config.endswith(".json") or os.path.sep in bert_config:
-    return BertConfig.from_json_file(bert_config)
-  return BertConfig.preset(bert_config)
-
-
-def initialize_from_checkpoint(encoder, path: str, heads=None) -> None:
-  """Copies the weights of the checkpoint at `path` (any format the loader
-  reads) into `encoder` and, if given and present, the pre-training heads
-  `(masked_lm, next_sentence)`. The configs must describe the same shapes."""
-  ckpt = bert_checkpoints.load(path, with_heads=heads is not None)
-  mismatched = [f for f in ("vocab_size", "hidden_size", "num_hidden_layers",
-                            "intermediate_size", "max_position_embeddings",
-                            "type_vocab_size", "embedding_size", "norm_first")
-                if getattr(ckpt.config, f) != getattr(encoder.config, f)]
-  if mismatched:
-    raise ConfigError(
-        f"init_checkpoint {path}: config differs from the model's in "
-        + ", ".join(f"{f} ({getattr(ckpt.config, f)} vs "
-                    f"{getattr(encoder.config, f)})" for f in mismatched))
-  encoder.set_weights(ckpt.encoder.get_weights())
-  if heads is not None and ckpt.has_heads:
-    heads[0].set_weights(ckpt.masked_lm.get_weights())
-    heads[1].set_weights(ckpt.next_sentence.get_weights())
 
 
 @gin.configurable
@@ -184,10 +136,7 @@ class PretrainingTask(Task):
                         "max_position_embeddings="
                         f"{self.config.max_position_embeddings}")
     if vocab_file is not None:
-      size = len(read_vocab(vocab_file))
-      if size != self.config.vocab_size:
-        raise ConfigError(f"vocab_file {vocab_file} has {size} tokens but "
-                          f"the model's vocab_size is {self.config.vocab_size}")
+      check_vocab_size(vocab_file, self.config)
     for name, pattern in (("train_files", train_files),
                           ("eval_files", eval_files)):
       if pattern:   # checked now, before a run creates its model_dir
@@ -256,5 +205,4 @@ class PretrainingTask(Task):
 
   def initialize(self, model):
     if self.init_checkpoint:
-      initialize_from_checkpoint(model.encoder, self.init_checkpoint,
-                                 heads=(model.masked_lm, model.next_sentence))
+      init_from_checkpoint(model, self.init_checkpoint)

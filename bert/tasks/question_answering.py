@@ -20,12 +20,12 @@ import gin
 import numpy as np
 import tensorflow as tf
 
-from bert.data import squad_data
+from bert.data import squad_eval, squad_examples
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
 from bert.models.preprocessors import SpanLabelerPreprocessor
-from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.finetuning import FinetuningTask, split_files
 from bert.tasks.objectives import span_stats
 from bert.validation import (ConfigError, check_bool, check_float, check_int,
                              check_str)
@@ -72,9 +72,8 @@ class QuestionAnsweringTask(FinetuningTask):
       raise ConfigError(f"{owner}.max_query_length={max_query_length} leaves "
                         f"no room for the context in seq_length={seq_length} "
                         "(query + context + 3 special tokens)")
-    self.files = {k: os.path.join(data_dir, v) if v else ""
-                  for k, v in dict(train=train_file, eval=eval_file,
-                                   predict=predict_file).items()}
+    self.files = split_files(data_dir, train=train_file, eval=eval_file,
+                             predict=predict_file)
     self.train_fraction = train_fraction
     self.version_2 = version_2
     self.doc_stride = doc_stride
@@ -82,7 +81,7 @@ class QuestionAnsweringTask(FinetuningTask):
     self.n_best_size = n_best_size
     self.max_answer_length = max_answer_length
     self.null_score_diff_threshold = null_score_diff_threshold
-    self._examples: Dict[str, List[squad_data.SquadExample]] = {}
+    self._examples: Dict[str, List[squad_examples.SquadExample]] = {}
     self._meta: Dict[str, List[dict]] = {}
     self.last_predictions = None
     super().__init__(seq_length=seq_length, **kwargs)
@@ -92,12 +91,12 @@ class QuestionAnsweringTask(FinetuningTask):
     """Article titles of a split when train and eval share one file."""
     if split == "predict" or self.files["train"] != self.files["eval"]:
       return None
-    train, held_out = squad_data.split_articles(
-        squad_data.article_titles(self.files["train"]), self.train_fraction,
-        self.seed)
+    train, held_out = squad_examples.split_articles(
+        squad_examples.article_titles(self.files["train"]),
+        self.train_fraction, self.seed)
     return train if split == "train" else held_out
 
-  def examples(self, split: str) -> List[squad_data.SquadExample]:
+  def examples(self, split: str) -> List[squad_examples.SquadExample]:
     """A split's questions; predict defaults to the eval questions."""
     if split not in self._examples:
       if split == "predict" and not self.files["predict"]:
@@ -105,8 +104,8 @@ class QuestionAnsweringTask(FinetuningTask):
       else:
         if not self.files[split]:
           raise ConfigError(f"QuestionAnsweringTask.{split}_file is not set")
-        self._examples[split] = squad_data.read_squad(self.files[split],
-                                                      self.articles(split))
+        self._examples[split] = squad_examples.read_squad(
+            self.files[split], self.articles(split))
     return self._examples[split]
 
   def row_origins(self, split):
@@ -115,7 +114,7 @@ class QuestionAnsweringTask(FinetuningTask):
     return [f"question {examples[m['example']].qas_id}" for m in self._meta[split]]
 
   def encode(self, split):
-    arrays, meta = squad_data.encode_examples(
+    arrays, meta = squad_examples.encode_examples(
         self.examples(split), self.tokenizer, self.seq_length, self.doc_stride,
         self.max_query_length, training=split != "predict")
     self._meta[split] = meta
@@ -152,7 +151,7 @@ class QuestionAnsweringTask(FinetuningTask):
     meta = self._meta[split]
     if len(order) != len(meta):
       raise AssertionError(f"{len(order)} evaluated windows, {len(meta)} encoded")
-    return squad_data.postprocess(
+    return squad_eval.postprocess(
         self.examples(split), meta, start_logits[order], end_logits[order],
         self.n_best_size, self.max_answer_length, self.version_2,
         self.null_score_diff_threshold)
@@ -162,7 +161,7 @@ class QuestionAnsweringTask(FinetuningTask):
         "eval", collected["feature_id"], collected["start_logits"],
         collected["end_logits"])
     self.last_predictions = (predictions, nbest, null_odds)
-    return squad_data.squad_metrics(self.examples("eval"), predictions,
+    return squad_eval.squad_metrics(self.examples("eval"), predictions,
                                     null_odds if self.version_2 else None)
 
   # What `predict` writes (removed before a predict run).

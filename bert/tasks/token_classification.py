@@ -21,7 +21,7 @@ from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.tasks.objectives import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
-from bert.tasks.finetuning import FinetuningTask
+from bert.tasks.finetuning import FinetuningTask, split_files
 from bert.validation import ConfigError, check_labels, check_str
 
 
@@ -60,9 +60,8 @@ class TokenClassificationTask(FinetuningTask):
                         ("predict_file", predict_file), ("data_dir", data_dir)):
       check_str(owner, name, value)
     labels = check_labels(owner, labels)
-    self.files = {k: os.path.join(data_dir, v) if v else ""
-                  for k, v in dict(train=train_file, eval=eval_file,
-                                   predict=predict_file).items()}
+    self.files = split_files(data_dir, train=train_file, eval=eval_file,
+                             predict=predict_file)
     self._labels = list(labels) if labels else None
     self._sentences: Dict[str, List[ner_data.Sentence]] = {}
     super().__init__(**kwargs)

@@ -9,7 +9,6 @@ TensorBoard summaries and the orbit `Controller`.
 import contextlib
 import dataclasses
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -21,10 +20,11 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
-from bert.models._base import dropout_generators
+from bert.models._keras_training import dropout_generators
 from bert.tasks.base import Task
 from bert.training import distribute
 from bert.training import multi_worker
+from bert.training import model_dir as model_dir_lib
 from bert.training.model_dir_lock import model_dir_lock
 from bert.training.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
@@ -87,18 +87,6 @@ def build_task(task_class=gin.REQUIRED) -> Task:
   return task_class()
 
 
-def _check_model_dir(model_dir: str) -> None:
-  """Fails now, not at the first checkpoint, if model_dir is not writable."""
-  try:
-    tf.io.gfile.makedirs(model_dir)
-    probe = os.path.join(model_dir, f".write_probe_{os.getpid()}")
-    with tf.io.gfile.GFile(probe, "w") as f:
-      f.write("ok")
-    tf.io.gfile.remove(probe)
-  except (OSError, tf.errors.OpError) as e:
-    raise OSError(f"model_dir {model_dir!r} is not writable: {e}") from None
-
-
 def setup(runtime: RuntimeConfig) -> tf.distribute.Strategy:
   """Seeds, determinism and precision of `runtime`, and its strategy.
 
@@ -115,54 +103,6 @@ def setup(runtime: RuntimeConfig) -> tf.distribute.Strategy:
   distribute.set_precision(runtime.mixed_precision)
   return distribute.get_strategy(runtime.strategy, runtime.tpu,
                                  runtime.peer_timeout_seconds)
-
-
-def _remove_interrupted_writes(model_dir: str, log_fn) -> None:
-  """Deletes what interrupted checkpoint writes left: TensorFlow writes each
-  checkpoint's shards into `ckpt-N_temp/` and merges them into `ckpt-N.*`;
-  a process killed in between leaves the folder (as large as a checkpoint),
-  which nothing else would ever remove. Runs under the model_dir lock, so no
-  live run is writing."""
-  for name in tf.io.gfile.listdir(model_dir):
-    name = name.rstrip("/")
-    path = os.path.join(model_dir, name)
-    if re.fullmatch(r"ckpt-\d+_temp", name) and tf.io.gfile.isdir(path):
-      tf.io.gfile.rmtree(path)
-      if log_fn:
-        log_fn(f"removed {path}, left by an interrupted checkpoint write")
-
-
-def _set_aside_unreadable_checkpoints(model_dir: str, log_fn) -> None:
-  """Makes the newest *readable* checkpoint the latest one.
-
-  A checkpoint whose files are truncated or corrupt (a write interrupted by a
-  crash or a full disk) is renamed to `*.unreadable` and dropped from the
-  `checkpoint` state file, so training resumes from the one before it.
-  """
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is None:
-    return
-  paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-  good = list(paths)
-  for path in reversed(paths):
-    try:
-      reader = tf.train.load_checkpoint(path)
-      for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
-      break
-    except (tf.errors.OpError, ValueError, IndexError) as e:   # truncated/corrupt
-      good.remove(path)
-      for f in tf.io.gfile.glob(path + ".*"):
-        tf.io.gfile.rename(f, f + ".unreadable", overwrite=True)
-      if log_fn:
-        log_fn(f"checkpoint {path} is unreadable ({type(e).__name__}: "
-               f"{str(e).splitlines()[0][:200]}); set aside as *.unreadable")
-  if good != paths:
-    if good:
-      tf.compat.v1.train.update_checkpoint_state(model_dir, good[-1],
-                                                 all_model_checkpoint_paths=good)
-    else:
-      tf.io.gfile.remove(os.path.join(model_dir, "checkpoint"))
 
 
 class _StopRequest:
@@ -189,21 +129,6 @@ class _StopRequest:
   def __exit__(self, *exc):
     if self._previous is not None:
       signal.signal(signal.SIGTERM, self._previous)
-
-
-@contextlib.contextmanager
-def _explain_restore_errors(path):
-  """A checkpoint whose shapes do not fit the model is an error naming it."""
-  try:
-    yield
-  except ValueError as e:
-    text = str(e)
-    if path and ("shape" in text or "incompatible" in text.lower()):
-      raise ValueError(
-          f"checkpoint {path} does not fit this model: {text.splitlines()[0]} "
-          "(was this model_dir written by a run with another task, label "
-          "count or config?)") from None
-    raise
 
 
 def _describe_batch(task: Task, strategy, batch_step: int) -> str:
@@ -278,7 +203,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   optimizer_config = (optimizer_config or OptimizerConfig()).with_steps(
       runtime.train_steps)
   created = not tf.io.gfile.exists(model_dir)
-  _check_model_dir(model_dir)
+  model_dir_lib.check_writable(model_dir)
   try:
     chief = distribute.is_chief(strategy)
     # One run per model_dir (non-chief workers write elsewhere).
@@ -318,8 +243,8 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                    dropout_rng=dropout_rng)
   if chief and mode != "predict":
-    _remove_interrupted_writes(model_dir, log_fn)
-    _set_aside_unreadable_checkpoints(model_dir, log_fn)
+    model_dir_lib.remove_interrupted_writes(model_dir, log_fn)
+    model_dir_lib.set_aside_unreadable_checkpoints(model_dir, log_fn)
   # Non-chief workers must take part in saving (collectives) but write to a
   # scratch folder that is deleted afterwards; they restore from the chief's
   # folder below, never initialise through their manager.
@@ -335,7 +260,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     # Restored here: eval needs no optimizer slots (expect_partial), and
     # non-chief workers resume from the chief's folder.
     if latest:   # (eval and predict have one: checked in run_experiment)
-      with _explain_restore_errors(latest):
+      with model_dir_lib.explain_restore_errors(latest):
         checkpoint.restore(latest).expect_partial()
     else:
       task.initialize(model)
@@ -349,7 +274,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   # restores the newest checkpoint on the chief, as the Controller does).
   preemption = None
   if multi and mode != "eval":
-    with _explain_restore_errors(latest):
+    with model_dir_lib.explain_restore_errors(latest):
       preemption = multi_worker.Preemption(strategy, manager,
                                            optimizer.iterations)
   trainer = Trainer(task, model, optimizer, strategy,
@@ -359,7 +284,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
                     train_steps=runtime.train_steps,
                     max_skipped_steps=runtime.max_skipped_steps, log_fn=log_fn)
   # The Controller restores the newest checkpoint (or runs task.initialize).
-  with _explain_restore_errors(latest):
+  with model_dir_lib.explain_restore_errors(latest):
     controller = orbit.Controller(
         strategy=strategy,
         trainer=trainer if mode != "eval" else None,

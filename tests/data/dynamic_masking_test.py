@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from bert.data import pretraining_data as pd
+from bert.data import pretraining_shards as ps
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.layers.bert_tokenizer import read_vocab
@@ -20,7 +21,7 @@ def static_batches(tmp_path_factory):
   folder = str(tmp_path_factory.mktemp("wiki_records"))
   config = pd.PretrainingDataConfig(dupe_factor=1, max_seq_length=SEQ,
                                     max_predictions_per_seq=PRED, random_seed=9)
-  pd.create_pretraining_data(
+  ps.create_pretraining_data(
       shared_data("corpus", "wikitext-2", "wiki.test.sentences.txt"), folder,
       vocab(), config, num_shards=2, log=lambda *_: None)
   ds = pretraining_dataset(os.path.join(folder, "*.tfrecord"), SEQ, PRED,

@@ -6,7 +6,7 @@ import pytest
 
 from bert.data import classification_data as cd
 from bert.data import ner_data
-from bert.data import squad_data
+from bert.data.squad_examples import read_squad
 from bert.data.errors import DataError
 
 
@@ -29,7 +29,7 @@ def test_invalid_utf8_is_named_in_every_reader(tmp_path):
     ner_data.read_conll(conll)
   squad = write(tmp_path, "s.json", b'{"data": [\n{"title": "' + bad + b'"}]}')
   with pytest.raises(DataError, match=r"s.json:2: not valid UTF-8"):
-    squad_data.read_squad(squad)
+    read_squad(squad)
   swag = write(tmp_path, "v.csv", b"sent1,sent2,ending0,ending1,ending2,ending3,label\n"
                + bad + b",b,c,d,e,f,0\n")
   with pytest.raises(DataError, match=r"v.csv:2: not valid UTF-8"):
@@ -41,6 +41,6 @@ def test_bom_and_malformed_json(tmp_path):
   assert cd.read_glue("sst-2", tsv)[0].text_a == "hello"
   broken = write(tmp_path, "b.json", b'{"data": [\n  {"title": "x",\n  oops]}')
   with pytest.raises(DataError, match=r"b.json:3: not valid JSON"):
-    squad_data.read_squad(broken)
+    read_squad(broken)
   with pytest.raises(DataError, match=r"n.json: not a SQuAD json file"):
-    squad_data.read_squad(write(tmp_path, "n.json", json.dumps({"x": 1}).encode()))
+    read_squad(write(tmp_path, "n.json", json.dumps({"x": 1}).encode()))

@@ -8,6 +8,8 @@ import pytest
 import tensorflow as tf
 
 from bert.data import pretraining_data as pd
+from bert.data import pretraining_records as pr
+from bert.data import pretraining_shards as ps
 from conftest import minilm_dir, shared_data
 
 
@@ -17,7 +19,7 @@ def vocab_file():
 
 
 def read_records(folder, config):
-  spec = pd.feature_spec(config.max_seq_length, config.max_predictions_per_seq)
+  spec = pr.feature_spec(config.max_seq_length, config.max_predictions_per_seq)
   files = sorted(glob.glob(os.path.join(folder, "*.tfrecord")))
   ds = tf.data.TFRecordDataset(files).map(
       lambda x: tf.io.parse_single_example(x, spec)).batch(4096)
@@ -36,9 +38,9 @@ def wiki_records(tmp_path_factory, vocab_file):
   config = pd.PretrainingDataConfig(dupe_factor=5, random_seed=12345)
   inputs = ",".join(shared_data("corpus", "wikitext-2", f"wiki.{s}.sentences.txt")
                     for s in ("valid", "test"))
-  summaries = pd.create_pretraining_data(inputs, folder, vocab_file, config,
+  summaries = ps.create_pretraining_data(inputs, folder, vocab_file, config,
                                          log=lambda *_: None)
-  return read_records(folder, config), pd.total(summaries), config
+  return read_records(folder, config), ps.total(summaries), config
 
 
 def test_statistics_match_the_reference(wiki_records):
@@ -88,7 +90,7 @@ def test_whole_word_masking_masks_whole_words(tmp_path, vocab_file):
   vocab = read_vocab(vocab_file)
   config = pd.PretrainingDataConfig(dupe_factor=2, do_whole_word_mask=True,
                                     masked_lm_prob=0.3, max_predictions_per_seq=40)
-  pd.create_pretraining_data(
+  ps.create_pretraining_data(
       shared_data("corpus", "wikitext-2", "wiki.valid.sentences.txt"),
       str(tmp_path), vocab_file, config, log=lambda *_: None)
   records = read_records(str(tmp_path), config)
@@ -124,7 +126,7 @@ def test_deterministic_for_seed_and_shards(tmp_path, vocab_file):
   config = pd.PretrainingDataConfig(dupe_factor=1)
   text = shared_data("corpus", "sample_text.txt")
   for run in ("a", "b"):
-    pd.create_pretraining_data(text, str(tmp_path / run), vocab_file, config,
+    ps.create_pretraining_data(text, str(tmp_path / run), vocab_file, config,
                                num_shards=2, log=lambda *_: None)
   for name in ("pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"):
     assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -135,7 +137,7 @@ def test_bad_and_odd_input(tmp_path, vocab_file):
   empty = tmp_path / "empty.txt"
   empty.write_text("")
   with pytest.raises(ValueError, match="empty.txt: every input file is empty"):
-    pd.create_pretraining_data(str(empty), str(tmp_path / "o1"), vocab_file,
+    ps.create_pretraining_data(str(empty), str(tmp_path / "o1"), vocab_file,
                                config, log=lambda *_: None)
   # No blank lines: one document; a one-sentence document: random next only.
   one_doc = tmp_path / "one_doc.txt"
@@ -144,24 +146,24 @@ def test_bad_and_odd_input(tmp_path, vocab_file):
   single = tmp_path / "single.txt"
   single.write_text("Only one sentence in this document.\n")
   warnings = []
-  summaries = pd.create_pretraining_data(
+  summaries = ps.create_pretraining_data(
       f"{empty},{one_doc},{single}", str(tmp_path / "o2"), vocab_file, config,
       log=warnings.append)
   assert any("empty.txt is empty" in w for w in warnings)
-  assert pd.total(summaries).instances >= 2
+  assert ps.total(summaries).instances >= 2
   bad = tmp_path / "bad.txt"
   bad.write_bytes(b"fine line\nbroken \xff\xfe line\n")
   with pytest.raises(ValueError, match=r"bad.txt:2: not valid UTF-8"):
-    pd.create_pretraining_data(str(bad), str(tmp_path / "o3"), vocab_file,
+    ps.create_pretraining_data(str(bad), str(tmp_path / "o3"), vocab_file,
                                config, log=lambda *_: None)
   no_mask = tmp_path / "vocab.txt"
   no_mask.write_text("\n".join(t for t in open(vocab_file, encoding="utf-8")
                                .read().splitlines() if t != "[MASK]") + "\n")
   with pytest.raises(ValueError, match="vocab.txt has no \\[MASK\\]"):
-    pd.create_pretraining_data(str(one_doc), str(tmp_path / "o4"), str(no_mask),
+    ps.create_pretraining_data(str(one_doc), str(tmp_path / "o4"), str(no_mask),
                                config, log=lambda *_: None)
   with pytest.raises(FileNotFoundError, match="nothing_here"):
-    pd.expand_inputs(str(tmp_path / "nothing_here*.txt"))
+    ps.expand_inputs(str(tmp_path / "nothing_here*.txt"))
 
 
 def test_encoded_examples_parse_like_tf_train_example():
@@ -170,7 +172,7 @@ def test_encoded_examples_parse_like_tf_train_example():
   ints[0, :3] = [0, 127, 128]                 # varint length boundaries
   ints[1, :3] = [16383, 16384, (1 << 21) - 1]
   floats = rng.randn(5, 3).astype(np.float32)
-  records = pd.encode_examples({"a": ints, "b": floats})
+  records = pr.encode_examples({"a": ints, "b": floats})
   spec = {"a": tf.io.FixedLenFeature([7], tf.int64),
           "b": tf.io.FixedLenFeature([3], tf.float32)}
   for i, record in enumerate(records):
@@ -219,15 +221,15 @@ def test_a_folder_of_an_earlier_run_is_refused_and_readers_check_the_manifest(
   config = pd.PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
   folder = str(tmp_path / "data")
   quiet = lambda *_: None
-  pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=4,
+  ps.create_pretraining_data(text, folder, vocab_file, config, num_shards=4,
                              log=quiet)
   assert len(list_files(folder + "/*.tfrecord")) == 4     # control
   with pytest.raises(FileExistsError, match=r"holds files of an earlier run "
                      r"\(manifest.json, pretrain-00000-of-00004.tfrecord"):
-    pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
+    ps.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
                                log=quiet)
   assert len(glob.glob(folder + "/*.tfrecord")) == 4      # nothing touched
-  pd.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
+  ps.create_pretraining_data(text, folder, vocab_file, config, num_shards=2,
                              log=quiet, overwrite=True)
   assert [os.path.basename(f) for f in list_files(folder + "/*.tfrecord")] == [
       "pretrain-00000-of-00002.tfrecord", "pretrain-00001-of-00002.tfrecord"]

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from bert import BertConfig, BertEncoder
 from bert.data import pretraining_data as pd
+from bert.data import pretraining_shards as ps
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.models import BertPretrainer
 from bert.tasks.pretraining import pretraining_losses
@@ -19,7 +20,7 @@ def records(tmp_path_factory):
   folder = str(tmp_path_factory.mktemp("records"))
   config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=64,
                                     max_predictions_per_seq=10)
-  pd.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
+  ps.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
                              os.path.join(minilm_dir(), "vocab.txt"), config,
                              num_shards=4, log=lambda *_: None)
   return folder

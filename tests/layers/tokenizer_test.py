@@ -1,6 +1,5 @@
 """BertTokenizer / BertPackInputs / preprocessor against the reference."""
 
-import csv
 import json
 import os
 import subprocess
@@ -17,7 +16,9 @@ from bert.layers import BertPackInputs, BertTokenizer
 from bert.layers import _text_normalization as norm
 from bert.layers.bert_pack_inputs import truncation_lengths
 from bert.networks import make_preprocessor
+from bert.testing import shared_texts
 from conftest import minilm_dir, shared_data
+import harness
 
 
 @pytest.fixture(scope="module")
@@ -30,40 +31,9 @@ def tokenizer(vocab_file):
   return Tokenizer(vocab_file, lower_case=True)
 
 
-def all_shared_texts():
-  """Every sentence, context and question of the shared real data."""
-  texts = []
-  for split in ("train", "dev"):
-    with open(shared_data("glue", "SST-2", f"{split}.tsv"), encoding="utf-8") as f:
-      texts += [r[0] for r in list(csv.reader(f, delimiter="\t", quotechar=None))[1:]]
-    with open(shared_data("glue", "MRPC", f"{split}.tsv"), encoding="utf-8-sig") as f:
-      for r in list(csv.reader(f, delimiter="\t", quotechar=None))[1:]:
-        texts += [r[3], r[4]]
-  with open(shared_data("squad", "dev-v1.1.json"), encoding="utf-8") as f:
-    for article in json.load(f)["data"]:
-      for p in article["paragraphs"]:
-        texts.append(p["context"])
-        texts += [q["question"] for q in p["qas"]]
-  for name in ("wnut17train.conll", "emerging.dev.conll", "emerging.test.annotated"):
-    words = []
-    with open(shared_data("ner", "wnut17", name), encoding="utf-8") as f:
-      for line in f:
-        if line.strip():
-          words.append(line.split("\t")[0])
-        elif words:
-          texts.append(" ".join(words))
-          words = []
-    if words:
-      texts.append(" ".join(words))
-  for name in ("wiki.valid.tokens", "wiki.test.tokens"):
-    with open(shared_data("corpus", "wikitext-2", name), encoding="utf-8") as f:
-      texts += [line.rstrip("\n") for line in f if line.strip()]
-  return texts
-
-
 @pytest.fixture(scope="module")
 def texts():
-  return all_shared_texts()
+  return shared_texts()
 
 
 @pytest.mark.parametrize("lower_case", [True, False])
@@ -232,14 +202,33 @@ def test_pack_three_segments_and_word_dims():
   assert out["input_type_ids"].numpy().tolist() == [[0, 0, 0, 0, 1, 1, 1, 2, 2]]
 
 
-def test_get_config_round_trips(vocab_file):
-  tok = BertTokenizer(vocab_file, lower_case=False, tokenize_with_offsets=True)
-  clone = BertTokenizer.from_config(tok.get_config())
-  text = tf.constant(["Hello Straße"])
-  for x, y in zip(tok(text), clone(text)):
-    assert x.to_list() == y.to_list()
-  pack = BertPackInputs(12, dict(start_of_sequence_id=1, end_of_segment_id=2))
-  assert BertPackInputs.from_config(pack.get_config()).get_config() == pack.get_config()
+# The harness (tests/harness.py) runs the config round trip only: these
+# layers have no weights (no training step) and integer outputs (no mixed
+# precision), and both are saved inside the preprocessor SavedModel loaded by
+# test_preprocessor_savedmodel_in_fresh_process (a stronger SavedModel check
+# than the harness's, and each save of them costs seconds).
+def test_harness_tokenizer(vocab_file):
+  out = harness.run_layer_test(
+      BertTokenizer,
+      dict(vocab_file=vocab_file, lower_case=False, tokenize_with_offsets=True,
+           fast_path=True),
+      tf.constant(["Hello Straße", "½ … 中文 un##aff"]), checks=("config",))
+  assert len(out) == 3                               # ids, starts, ends
+
+
+def test_harness_pack_inputs():
+  # Ragged [batch, (tokens)] and [batch, (words), (pieces)] segments.
+  segments = [tf.ragged.constant([[5, 6, 7], [8]], tf.int32),
+              tf.ragged.constant([[[5, 6], [7]], [[9]]], tf.int32)]
+  # Built from a special-tokens dict, as make_preprocessor builds it; the
+  # config holds the ids it names instead (padding_id=3 shows they survive).
+  out = harness.run_layer_test(
+      BertPackInputs,
+      dict(seq_length=6, special_tokens_dict=dict(
+          start_of_sequence_id=1, end_of_segment_id=2, padding_id=3)),
+      segments, checks=("config",), config_exclude=("special_tokens_dict",))
+  assert out["input_word_ids"].numpy().tolist() == [[1, 5, 6, 2, 5, 2],
+                                                    [1, 8, 2, 9, 2, 3]]
 
 
 def test_vocab_errors_name_the_file(tmp_path):
@@ -261,10 +250,14 @@ def test_vocab_errors_name_the_file(tmp_path):
 
 
 def test_preprocessor_savedmodel_in_fresh_process(vocab_file, tmp_path):
+  """The preprocessor network (and so the tokenizer and packer in it) as a
+  SavedModel served by plain TensorFlow in a fresh process; and its config
+  round trip (harness), sharing the costly build."""
   model = make_preprocessor(vocab_file, seq_length=24, num_text_inputs=2)
   a = ["The cat sat on the mat.", "Straße ½ … 中文", ""]
   b = ["It was happy.", "Zweite", "only b"]
   expected = model([tf.constant(a), tf.constant(b)])
+  harness.check_config_round_trip(model, [tf.constant(a), tf.constant(b)])
   path = str(tmp_path / "preprocessor")
   tf.saved_model.save(model, path)
   script = textwrap.dedent(f"""

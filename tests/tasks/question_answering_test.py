@@ -6,7 +6,9 @@ import os
 import numpy as np
 import pytest
 
-from bert.data import squad_data as sd
+from bert.data.squad_examples import (
+    SquadExample, article_titles, encode_examples, read_squad, split_articles)
+from bert.data.squad_eval import f1_score, postprocess, squad_metrics
 from bert.data.classification_data import DataError
 from bert.data.tokenization import Tokenizer
 from bert.tasks import QuestionAnsweringTask
@@ -15,8 +17,8 @@ from conftest import minilm_dir, shared_data, small_config
 
 
 def ex(qid, answers, impossible=False, context="", question="q"):
-  return sd.SquadExample(qid, question, context, [(a, 0) for a in answers],
-                         impossible)
+  return SquadExample(qid, question, context, [(a, 0) for a in answers],
+                      impossible)
 
 
 def test_em_f1_by_hand_v1():
@@ -25,7 +27,7 @@ def test_em_f1_by_hand_v1():
               ex("4", ["a cat"])]
   predictions = {"1": "eiffel tower!", "2": "the Broncos", "3": "1991",
                  "4": "cat and dog"}
-  m = sd.squad_metrics(examples, predictions)
+  m = squad_metrics(examples, predictions)
   assert m["exact_match"] == pytest.approx(25.0)
   # F1: 1, 2/3 (P=1, R=1/2), 0, 1/2 (P=1/3, R=1)
   assert m["f1"] == pytest.approx(100 * (1 + 2 / 3 + 0 + 0.5) / 4)
@@ -36,27 +38,27 @@ def test_em_f1_by_hand_v2_with_threshold():
               ex("c", [], impossible=True)]
   predictions = {"a": "Paris", "b": "", "c": "London"}
   null_odds = {"a": -3.0, "b": 2.0, "c": 1.0}
-  m = sd.squad_metrics(examples, predictions, null_odds)
+  m = squad_metrics(examples, predictions, null_odds)
   assert m["exact_match"] == pytest.approx(200 / 3)
   assert m["f1"] == pytest.approx(200 / 3)
   # Threshold 0 (no-answer above it): a kept, c -> "" right, b right: 100%.
   assert m["best_exact_match"] == pytest.approx(100.0)
   assert m["best_exact_match_threshold"] == pytest.approx(-3.0)
   # v1.1's script scores an empty gold as 0 even for an empty prediction.
-  assert sd.f1_score("", "the", version_2=False) == 0.0
-  assert sd.f1_score("", "the", version_2=True) == 1.0
+  assert f1_score("", "the", version_2=False) == 0.0
+  assert f1_score("", "the", version_2=True) == 1.0
 
 
 def test_real_dev_file_and_article_split():
   path = shared_data("squad", "dev-v1.1.json")
-  examples = sd.read_squad(path)
+  examples = read_squad(path)
   assert len(examples) == 10570
-  titles = sd.article_titles(path)
-  train, held_out = sd.split_articles(titles, 0.8, seed=3)
+  titles = article_titles(path)
+  train, held_out = split_articles(titles, 0.8, seed=3)
   assert len(titles) == 48 and len(train) == 38 and len(held_out) == 10
   assert not set(train) & set(held_out)
-  a = sd.read_squad(path, train)
-  b = sd.read_squad(path, held_out)
+  a = read_squad(path, train)
+  b = read_squad(path, held_out)
   assert len(a) + len(b) == 10570
   assert not {e.context for e in a} & {e.context for e in b}
 
@@ -69,7 +71,7 @@ def test_answer_start_mismatch_is_named(tmp_path):
   path.write_text(json.dumps(data))
   with pytest.raises(DataError, match=r"bad.json: question q7: answer 'Paris' "
                      r"is not at answer_start 3"):
-    sd.read_squad(str(path))
+    read_squad(str(path))
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +91,8 @@ def logits_for(arrays, meta, spans_scores):
 
 def test_answers_cut_from_original_text_never_from_question_or_sep(tokenizer):
   context = "The  Quick-Brown   FOX jumped over Émile's fence."
-  e = sd.SquadExample("x", "Who jumped?", context, [("Quick-Brown   FOX", 5)])
-  arrays, meta = sd.encode_examples([e], tokenizer, 64, 16, 16, training=True)
+  e = SquadExample("x", "Who jumped?", context, [("Quick-Brown   FOX", 5)])
+  arrays, meta = encode_examples([e], tokenizer, 64, 16, 16, training=True)
   assert len(meta) == 1
   m = meta[0]
   s, t = int(arrays["start_positions"][0]), int(arrays["end_positions"][0])
@@ -100,7 +102,7 @@ def test_answers_cut_from_original_text_never_from_question_or_sep(tokenizer):
   start, end = logits_for(arrays, meta, [(0, 1, 2, 50.0), (0, sep, sep, 60.0),
                                          (0, s, t, 5.0)])
   start[0, 0] = end[0, 0] = 70.0
-  predictions, nbest, _ = sd.postprocess([e], meta, start, end)
+  predictions, nbest, _ = postprocess([e], meta, start, end)
   assert predictions["x"] == "Quick-Brown   FOX"
   assert all(b["text"] in context for b in nbest["x"])
   assert abs(sum(b["probability"] for b in nbest["x"]) - 1) < 1e-6
@@ -114,8 +116,8 @@ def test_doc_stride_picks_the_best_span_across_windows(tokenizer):
   assert len(set(words)) == 60
   context = " ".join(words)
   where = lambda i: len(" ".join(words[:i])) + (1 if i else 0)
-  e = sd.SquadExample("y", "which?", context, [(words[50], where(50))])
-  arrays, meta = sd.encode_examples([e], tokenizer, 32, 8, 8, training=True)
+  e = SquadExample("y", "which?", context, [(words[50], where(50))])
+  arrays, meta = encode_examples([e], tokenizer, 32, 8, 8, training=True)
   assert len(meta) > 3
   # Windows overlap; each piece is scored only in its max-context window.
   owners = {}
@@ -131,10 +133,10 @@ def test_doc_stride_picks_the_best_span_across_windows(tokenizer):
   assert w10[0] != w50[0]
   start, end = logits_for(arrays, meta, [(w10[0], w10[1], w10[1], 3.0),
                                          (w50[0], w50[1], w50[1], 4.0)])
-  assert sd.postprocess([e], meta, start, end)[0]["y"] == words[50]
+  assert postprocess([e], meta, start, end)[0]["y"] == words[50]
   start, end = logits_for(arrays, meta, [(w10[0], w10[1], w10[1], 5.0),
                                          (w50[0], w50[1], w50[1], 4.0)])
-  assert sd.postprocess([e], meta, start, end)[0]["y"] == words[10]
+  assert postprocess([e], meta, start, end)[0]["y"] == words[10]
   # A training window that holds the whole answer labels it; others [CLS].
   labelled = [f for f in range(len(meta)) if arrays["start_positions"][f] > 0]
   assert labelled and all(
@@ -164,7 +166,7 @@ def test_task_trains_evaluates_and_writes_predictions(tmp_path):
   assert set(predictions) == {e.qas_id for e in held_out} == set(nbest)
   contexts = {e.qas_id: e.context for e in held_out}
   assert all(p in contexts[q] for q, p in predictions.items())
-  assert sd.squad_metrics(held_out, predictions)["f1"] == pytest.approx(results["f1"])
+  assert squad_metrics(held_out, predictions)["f1"] == pytest.approx(results["f1"])
   # The model run_experiment returns answers raw (question, context) pairs
   # through the same windows and post-processing: the same answers.
   model, _ = run_experiment(task, str(tmp_path), "predict",

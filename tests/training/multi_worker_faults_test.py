@@ -16,8 +16,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_ROOT
-from multi_worker_test import free_ports
-from resume_test import saved_steps, weights, write_gin
+from _runs import free_ports, saved_steps, weights, write_gin
 
 STEPS = 200
 PEER_TIMEOUT = 10   # seconds (RuntimeConfig.peer_timeout_seconds; default 60)

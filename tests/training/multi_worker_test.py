@@ -3,37 +3,16 @@ process, fed the same global batches, log the same losses for 10 steps."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import tensorflow as tf
 
+from _runs import free_ports, losses
 from conftest import REPO_ROOT
 
 HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "_same_batch_run.py")
-
-
-def free_ports(n):
-  socks = [socket.socket() for _ in range(n)]
-  for s in socks:
-    s.bind(("localhost", 0))
-  ports = [s.getsockname()[1] for s in socks]
-  for s in socks:
-    s.close()
-  return ports
-
-
-def losses(model_dir):
-  """step -> training loss from the run's TensorBoard event files."""
-  out = {}
-  for f in tf.io.gfile.glob(os.path.join(model_dir, "train", "events.*")):
-    for event in tf.compat.v1.train.summary_iterator(f):
-      for v in event.summary.value:
-        if v.tag == "loss":
-          out[event.step] = float(tf.make_ndarray(v.tensor))
-  return out
 
 
 def test_two_workers_match_one_worker(pretraining_records, tmp_path):

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bert.tasks import PretrainingTask
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT, tiny_pretraining_config
-from resume_test import command, saved_steps, write_gin, STEPS
+from _runs import STEPS, command, saved_steps, write_gin
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(pretraining_records, tmp_path):

@@ -1,0 +1,22 @@
+"""`init_from_checkpoint`: the one way a task starts a model from a checkpoint."""
+
+from bert.checkpoints.compat import check_same_shapes
+from bert.checkpoints.loader import BertCheckpoint, load
+
+
+def init_from_checkpoint(model, source: str) -> BertCheckpoint:
+  """Copies the checkpoint at `source` (any format `load` reads, or a preset
+  name) into `model`: its encoder weights, and the pre-training heads when
+  the model has them (`masked_lm`, `next_sentence`) and so does the
+  checkpoint. `model` is an encoder or a model with an `encoder`; the
+  checkpoint's config must give the same variable shapes
+  (`check_same_shapes`). Returns the loaded checkpoint."""
+  encoder = getattr(model, "encoder", model)
+  with_heads = hasattr(model, "masked_lm") and hasattr(model, "next_sentence")
+  ckpt = load(source, with_heads=with_heads)
+  check_same_shapes(ckpt.config, encoder.config, source)
+  encoder.set_weights(ckpt.encoder.get_weights())
+  if with_heads and ckpt.has_heads:
+    model.masked_lm.set_weights(ckpt.masked_lm.get_weights())
+    model.next_sentence.set_weights(ckpt.next_sentence.get_weights())
+  return ckpt

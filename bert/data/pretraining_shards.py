@@ -1,0 +1,297 @@
+"""Pre-training data runs: text files -> TFRecord shards and a manifest.
+
+Input: text files of one sentence per line, documents separated by blank
+lines. The documents of all inputs are dealt round-robin into `num_shards`
+shards; each shard is created independently (its own seeded RNG; random next
+sentences come from the same shard) and written to its own file, so the
+output depends only on the inputs, the flags and the shard count, and shards
+run in parallel processes. Memory holds one shard's token ids, never all
+`dupe_factor` copies: instances are written as they are made, and shuffled
+within a bounded buffer. `manifest.json`, written last, lists the run's
+shards; readers (`check_manifests`) refuse a TFRecord beside it that it does
+not list.
+"""
+
+import dataclasses
+import glob
+import json
+import os
+import random
+import time
+from typing import Dict, Iterator, List, Sequence
+
+import numpy as np
+
+from bert.data.errors import DataError
+from bert.data.pretraining_data import (Instance, PretrainingDataConfig,
+                                        create_instances_from_document)
+from bert.data.pretraining_records import encode_instances
+from bert.data.vocab import Vocab
+from bert.validation import check_int
+
+
+def expand_inputs(spec: str) -> List[str]:
+  """Comma-separated files and globs -> sorted file list; errors name misses."""
+  files = []
+  for part in [p.strip() for p in spec.split(",") if p.strip()]:
+    matches = sorted(glob.glob(part))
+    if not matches:
+      raise FileNotFoundError(f"input {part!r} matches no file")
+    files += matches
+  return files
+
+
+def read_documents(path: str) -> Iterator[List[str]]:
+  """Documents (lists of non-empty lines) of one text file.
+
+  Raises ValueError naming the file and line for bytes that are not UTF-8.
+  """
+  document: List[str] = []
+  with open(path, "rb") as f:
+    for number, raw in enumerate(f, start=1):
+      try:
+        line = raw.decode("utf-8").strip()
+      except UnicodeDecodeError as e:
+        raise DataError(f"{path}:{number}: not valid UTF-8 ({e.reason} at "
+                        f"byte {e.start})") from None
+      if line:
+        document.append(line)
+      elif document:
+        yield document
+        document = []
+  if document:
+    yield document
+
+
+@dataclasses.dataclass
+class ShardSummary:
+  """What one shard's creation made (`total`: all shards'); the histogram
+  counts instances by length, in buckets of 16 tokens (key: bucket end)."""
+  shard: int
+  documents: int = 0
+  instances: int = 0
+  tokens: int = 0
+  padding: int = 0
+  masked: int = 0
+  random_next: int = 0
+  length_histogram: Dict[int, int] = dataclasses.field(default_factory=dict)
+  seconds: float = 0.0
+
+
+def total(summaries: Sequence[ShardSummary]) -> ShardSummary:
+  """The shards' summaries added up (seconds: the slowest shard)."""
+  agg = ShardSummary(shard=-1)
+  for s in summaries:
+    agg.documents += s.documents
+    agg.instances += s.instances
+    agg.tokens += s.tokens
+    agg.padding += s.padding
+    agg.masked += s.masked
+    agg.random_next += s.random_next
+    for k, v in s.length_histogram.items():
+      agg.length_histogram[k] = agg.length_histogram.get(k, 0) + v
+    agg.seconds = max(agg.seconds, s.seconds)
+  return agg
+
+
+def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
+                 vocab_file: str, config: PretrainingDataConfig) -> ShardSummary:
+  """Tokenizes one shard's documents and writes its instances."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  start = time.perf_counter()
+  tokenizer = Tokenizer(vocab_file, lower_case=config.do_lower_case)
+  vocab = Vocab(tokenizer.vocab, vocab_file)
+  lines = [line for doc in documents_text for line in doc]
+  ids = tokenizer.tokenize(lines)
+  documents, k = [], 0
+  for doc in documents_text:
+    sentences = [ids[k + j].tolist() for j in range(len(doc))]
+    k += len(doc)
+    sentences = [s for s in sentences if s]
+    if sentences:
+      documents.append(sentences)
+  # Same seed per (random_seed, shard): independent of process scheduling.
+  rng = random.Random(config.random_seed * 1_000_003 + shard)
+  np_rng = np.random.default_rng([config.random_seed, shard])
+  rng.shuffle(documents)
+  summary = ShardSummary(shard=shard, documents=len(documents))
+  buffer: List[bytes] = []
+  pending: List[Instance] = []
+
+  def encode_pending():
+    records, lengths, count = encode_instances(pending, config, vocab, np_rng)
+    summary.instances += len(records)
+    summary.tokens += int(lengths.sum())
+    summary.padding += int((config.max_seq_length - lengths).sum())
+    summary.masked += int(count.sum())
+    summary.random_next += sum(x.is_random_next for x in pending)
+    for bucket, number in zip(*np.unique((lengths - 1) // 16 * 16 + 16,
+                                         return_counts=True)):
+      summary.length_histogram[int(bucket)] = (
+          summary.length_histogram.get(int(bucket), 0) + int(number))
+    buffer.extend(records)
+    pending.clear()
+
+  def flush(writer, keep):
+    rng.shuffle(buffer)
+    while len(buffer) > keep:
+      writer.write(buffer.pop())
+
+  with tf.io.TFRecordWriter(output_path) as writer:
+    for _ in range(config.dupe_factor):
+      for index in range(len(documents)):
+        pending.extend(create_instances_from_document(documents, index,
+                                                      config, vocab, rng))
+        if len(pending) >= 4096:
+          encode_pending()
+        if len(buffer) >= config.shuffle_buffer:
+          flush(writer, config.shuffle_buffer // 2)
+    if pending:
+      encode_pending()
+    flush(writer, 0)
+  summary.seconds = time.perf_counter() - start
+  return summary
+
+
+def shard_documents(files: Sequence[str], num_shards: int) -> List[List[List[str]]]:
+  """Deals every document of `files` round-robin into `num_shards` shards."""
+  shards: List[List[List[str]]] = [[] for _ in range(num_shards)]
+  count = 0
+  nonempty = False
+  for path in files:
+    if os.path.getsize(path) == 0:
+      continue
+    for document in read_documents(path):
+      shards[count % num_shards].append(document)
+      count += 1
+      nonempty = True
+  if not nonempty:
+    raise DataError(f"no text in {', '.join(files)}: every input file is "
+                    "empty")
+  return shards
+
+
+def _run_shard(args):
+  return create_shard(*args)
+
+
+def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
+                            config: PretrainingDataConfig, num_shards: int = 1,
+                            num_processes: int = 1, log=print,
+                            overwrite: bool = False) -> List[ShardSummary]:
+  """Creates `num_shards` TFRecord files in `output_dir` using processes,
+  then `manifest.json` listing them (written last: a folder without it
+  holds an unfinished run).
+
+  A folder that holds files of an earlier run (TFRecords, a manifest) is
+  refused, since a reader's `output_dir/*.tfrecord` would mix them in; with
+  `overwrite` they are deleted first.
+  """
+  check_int("create_pretraining_data", "num_shards", num_shards, minimum=1)
+  check_int("create_pretraining_data", "num_processes", num_processes,
+            minimum=1)
+  files = expand_inputs(input_spec)
+  for path in files:
+    if os.path.getsize(path) == 0:
+      log(f"warning: {path} is empty; skipped")
+  Vocab.from_file(vocab_file)   # checked before any writing
+  shards = shard_documents(files, num_shards)
+  created = not os.path.exists(output_dir)
+  os.makedirs(output_dir, exist_ok=True)
+  _clear_earlier_run(output_dir, overwrite, log)
+  jobs = [(docs, i, os.path.join(output_dir,
+                                 f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord"),
+           vocab_file, config) for i, docs in enumerate(shards)]
+  try:
+    return _write_shards(jobs, output_dir, num_processes, config, log)
+  except BaseException:
+    # No partial run is left where a reader could take it for data.
+    for job in jobs:
+      for path in (job[2], job[2] + ".tmp"):
+        if os.path.exists(path):
+          os.remove(path)
+    if created and not os.listdir(output_dir):
+      os.rmdir(output_dir)
+    raise
+
+
+def _write_shards(jobs, output_dir, num_processes, config, log):
+  """Runs the shard jobs, then writes the manifest."""
+  if num_processes > 1:
+    import multiprocessing  # pylint: disable=g-import-not-at-top
+    with multiprocessing.get_context("spawn").Pool(num_processes) as pool:
+      summaries = []
+      for summary in pool.imap_unordered(_run_shard, jobs):
+        log(f"shard {summary.shard}: {summary.instances} instances in "
+            f"{summary.seconds:.1f} s")
+        summaries.append(summary)
+  else:
+    summaries = []
+    for job in jobs:
+      summary = _run_shard(job)
+      log(f"shard {summary.shard}: {summary.instances} instances in "
+          f"{summary.seconds:.1f} s")
+      summaries.append(summary)
+  summaries = sorted(summaries, key=lambda s: s.shard)
+  _write_manifest(output_dir, [os.path.basename(job[2]) for job in jobs],
+                  summaries, config)
+  return summaries
+
+
+MANIFEST = "manifest.json"
+
+
+def _earlier_files(output_dir: str) -> List[str]:
+  return sorted(f for f in os.listdir(output_dir)
+                if f == MANIFEST or f.endswith((".tfrecord", ".tfrecord.tmp")))
+
+
+def _clear_earlier_run(output_dir: str, overwrite: bool, log) -> None:
+  earlier = _earlier_files(output_dir)
+  if not earlier:
+    return
+  if not overwrite:
+    shown = ", ".join(earlier[:3]) + (f" and {len(earlier) - 3} more"
+                                      if len(earlier) > 3 else "")
+    raise FileExistsError(
+        f"{output_dir} holds files of an earlier run ({shown}), which a "
+        f"reader of {output_dir}/*.tfrecord would mix in; pass --overwrite "
+        "to delete them, or choose another --output_dir")
+  for name in earlier:
+    os.remove(os.path.join(output_dir, name))
+  log(f"--overwrite: deleted {len(earlier)} files of an earlier run in "
+      f"{output_dir}")
+
+
+def _write_manifest(output_dir, names, summaries, config) -> None:
+  manifest = dict(files=names,
+                  instances={n: s.instances for n, s in zip(names, summaries)},
+                  config=dataclasses.asdict(config))
+  path = os.path.join(output_dir, MANIFEST)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(manifest, f, indent=1)
+  os.replace(path + ".tmp", path)
+
+
+def check_manifests(files: Sequence[str]) -> None:
+  """Refuses files that sit beside a `manifest.json` that does not list
+  them: data of another run in the same folder."""
+  by_folder = {}
+  for path in files:
+    by_folder.setdefault(os.path.dirname(path), []).append(path)
+  for folder, paths in by_folder.items():
+    manifest = os.path.join(folder, MANIFEST)
+    if not os.path.exists(manifest):
+      continue      # not made by bert-create-pretraining-data (or unfinished)
+    try:
+      with open(manifest, encoding="utf-8") as f:
+        listed = set(json.load(f)["files"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise DataError(f"{manifest}: unreadable ({type(e).__name__}: {e})"
+                      ) from None
+    stray = [p for p in paths if os.path.basename(p) not in listed]
+    if stray:
+      raise DataError(f"{stray[0]}: not listed in {manifest} (a file of "
+                      "another run?); remove it, or recreate the data with "
+                      "--overwrite")

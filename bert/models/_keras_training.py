@@ -1,0 +1,278 @@
+"""Keras training of the task models: `compile` with the library's
+fine-tuning recipe, `fit`/`evaluate`/`predict` on raw text through the
+model's preprocessor, and the train/test steps `bert-train` also takes."""
+
+import math
+from typing import Sequence
+
+import tensorflow as tf
+import tf_keras
+
+
+class KerasTraining:
+  """Mixed into `EncoderModel` (before `tf_keras.Model`, whose `compile`,
+  `fit`, ... these extend). Subclasses give `objective`, `stat_names` and
+  `default_metrics`; `preprocessor` comes from `EncoderModel`."""
+
+  # The task's loss and metrics as (numerator, denominator) sums of a batch
+  # (`bert.tasks.objectives`, shared with the custom training loop); None:
+  # `compile` needs an explicit loss.
+  def objective(self, x, y, outputs):
+    del x, y, outputs
+    return None
+
+  # The names of the objective's stats.
+  stat_names: Sequence[str] = ()
+
+  def default_metrics(self):
+    """Keras metrics on `outputs[main_output]` beyond the objective's."""
+    return []
+
+  main_output = "logits"
+
+  def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
+    """Keras `compile` with the library's fine-tuning recipe as defaults.
+
+    optimizer: "auto" (or an `OptimizerConfig`): AdamW with lr 5e-5, weight
+      decay 0.01 except LayerNorm weights and biases, 10% linear warmup and
+      linear decay to 0 over the steps the first `fit` runs, global-norm
+      clipping 1.0 (`bert.training.OptimizerConfig`, the recipe `bert-train`
+      and `run_experiment` use); or any Keras optimizer (then clipping is
+      off unless its own).
+    loss: "auto": the task's loss (`bert.tasks.objectives`); or a Keras
+      loss applied to `outputs[main_output]`.
+    metrics: "auto": the task's metrics (the objective's, e.g. accuracy,
+      plus `default_metrics()`, e.g. F1 for two classes); or a list of
+      Keras metrics on `outputs[main_output]` (the objective's are still
+      reported).
+    """
+    from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+        OptimizerConfig)
+    self._recipe, self.clip_norm = None, 0.0
+    if isinstance(optimizer, str) and optimizer == "auto":
+      optimizer = OptimizerConfig()
+    if isinstance(optimizer, OptimizerConfig):
+      # Built by `fit`, which knows how many steps the schedule spans.
+      self._recipe, self.clip_norm = optimizer, optimizer.clip_norm
+      optimizer = tf_keras.optimizers.legacy.SGD()
+    self._task_loss = isinstance(loss, str) and loss == "auto"
+    if self._task_loss and not self._has_objective():
+      raise ValueError(f"{type(self).__name__} has no default loss; pass "
+                       "compile(loss=...)")
+    if isinstance(metrics, str) and metrics == "auto":
+      metrics = self.default_metrics()
+    self._output_metrics = bool(metrics)
+    super().compile(optimizer=optimizer, loss=None if self._task_loss else loss,
+                    metrics=metrics, **kwargs)
+    if not hasattr(self, "_stat_metrics"):
+      # Not tracked as the model's own (their sums are no weights of the
+      # model); `metrics` lists them, so Keras reports and resets them.
+      object.__setattr__(self, "_stat_metrics", {
+          name: tf_keras.metrics.Mean(name=name) for name in self.stat_names})
+
+  def _raw(self, x) -> bool:
+    """Whether `x` is raw input for this model's preprocessor."""
+    from bert.models import preprocessor_base  # pylint: disable=g-import-not-at-top
+    if x is None or isinstance(x, (dict, tf.data.Dataset)):
+      return False
+    raw = preprocessor_base.is_raw_text(x)
+    if raw and self.preprocessor is None:
+      raise ValueError(f"{self.name}: raw text needs a preprocessor; build the "
+                       f"model with {type(self).__name__}.from_pretrained(...) "
+                       "or pass the encoder's int inputs")
+    return raw
+
+  def _raw_dataset(self, x, y, batch_size):
+    """One pass over raw inputs, batched by length bucket."""
+    features = self.preprocessor.encode(x, y)
+    targets = None if y is None else self.preprocessor.targets(y, features)
+    return self.preprocessor.dataset(features, targets, batch_size or 32)
+
+  def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+    """Keras `evaluate`; raw inputs (see `preprocessor`) are tokenized and
+    batched by length bucket."""
+    if self._raw(x):
+      x, y, batch_size = self._raw_dataset(x, y, batch_size), None, None
+    return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+
+  def predict(self, x, batch_size=None, **kwargs):
+    """Keras `predict`; on raw inputs, what the task means (e.g. labels and
+    probabilities, one tag per word; see the preprocessor's `decode`)."""
+    if not self._raw(x):
+      return super().predict(x, batch_size=batch_size, **kwargs)
+    features = self.preprocessor.encode(x)
+    if getattr(self, "_predict_fn", None) is None:
+      object.__setattr__(self, "_predict_fn", tf.function(
+          lambda batch: self(batch, training=False), reduce_retracing=True))
+    outputs = self.preprocessor.predict_features(self._predict_fn, features,
+                                                 batch_size or 64)
+    return self.preprocessor.decode(outputs, features, x)
+
+  def fit(self, x=None, y=None, batch_size=None, epochs=1,
+          validation_data=None, shuffle=True, **kwargs):
+    """Keras `fit`. Raw inputs (see `preprocessor`) are tokenized once and
+    fed as `bert-train` feeds them (`length_buckets.training_batches`:
+    seeded shuffle, anew each pass; batches of one length bucket), one
+    epoch being `ceil(rows / batch_size)` steps: the same global seed
+    (`tf_keras.utils.set_random_seed`) gives the same batches, head and
+    dropout masks as `bert-train` with `RuntimeConfig.seed`. With the
+    recipe optimizer (`compile()`), the first call builds it with its
+    schedule spanning the steps this call runs."""
+    dropout_generators(self)     # where run_experiment creates them
+    raw = self._raw(x)
+    if raw:
+      from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
+      features = self.preprocessor.encode(x, y)
+      targets = self.preprocessor.targets(y, features)
+      kwargs.setdefault("steps_per_epoch", lb.steps_per_epoch(
+          len(features["input_word_ids"]), batch_size or 32))
+      x = self.preprocessor.dataset(features, targets, batch_size or 32,
+                                    training=True, shuffle=shuffle)
+      y = None
+    if (isinstance(validation_data, tuple) and validation_data
+        and self._raw(validation_data[0])):
+      validation_data = self._raw_dataset(*validation_data[:2], batch_size)
+    if raw:
+      batch_size = None
+    if getattr(self, "_recipe", None) is not None:
+      from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+          build_optimizer)
+      steps = _fit_steps(x, batch_size, epochs, kwargs.get("steps_per_epoch"),
+                         kwargs.get("initial_epoch", 0))
+      self.optimizer = build_optimizer(self._recipe.with_steps(steps))
+      self._recipe = None
+      self.train_function = None
+    return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                       validation_data=validation_data, shuffle=shuffle,
+                       **kwargs)
+
+  def _has_objective(self) -> bool:
+    return type(self).objective is not KerasTraining.objective
+
+  def _step_stats(self, x, y, outputs, sample_weight):
+    """The objective's stats of a batch and the loss to minimise."""
+    stats = self.objective(x, y, outputs) if self._has_objective() else {}
+    if self._task_loss:
+      if sample_weight is not None:
+        raise ValueError(f"{self.name}: sample_weight needs a Keras loss in "
+                         "compile(loss=...); the task's loss weighs examples "
+                         "itself (e.g. -1 labels)")
+      numerator, denominator = stats["loss"]
+      loss = tf.math.divide_no_nan(numerator, denominator)
+    else:
+      loss = self.compiled_loss(y, outputs[self.main_output], sample_weight)
+    if self.losses:
+      loss += tf.add_n(self.losses)
+    return stats, loss
+
+  def _metrics_of_step(self, y, outputs, sample_weight, stats):
+    for name, (numerator, denominator) in stats.items():
+      if name == "loss" and not self._task_loss:
+        continue   # Keras' own tracker reports the compiled loss
+      # Batch ratios weighted by their denominators: sum(num) / sum(den)
+      # over the epoch, as the custom loop reports a stat.
+      self._stat_metrics[name].update_state(
+          tf.math.divide_no_nan(numerator, denominator), sample_weight=denominator)
+    if self._output_metrics:
+      self.compiled_metrics.update_state(y, outputs[self.main_output],
+                                         sample_weight)
+    return self.get_metrics_result()
+
+  @property
+  def metrics(self):
+    return super().metrics + list(getattr(self, "_stat_metrics", {}).values())
+
+  def train_step(self, data):
+    """One step as `bert.training.Trainer` takes it: gradients summed over
+    replicas, then clipped to global norm `clip_norm`, then applied."""
+    x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx else 1
+    scaled = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    with tf.GradientTape() as tape:
+      outputs = self(x, training=True)
+      stats, loss = self._step_stats(x, y, outputs, sample_weight)
+      # Each replica's share of the mean over the global batch.
+      loss = loss / replicas
+      if scaled:
+        loss = self.optimizer.get_scaled_loss(loss)
+    variables = self.trainable_variables
+    grads = tape.gradient(loss, variables)
+    if replicas > 1:
+      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+    if scaled:
+      grads = self.optimizer.get_unscaled_gradients(grads)
+    if self.clip_norm:
+      # The norm of the summed gradient: embedding rows that several tokens
+      # of the batch look up are summed first (as a dense gradient is).
+      grads = [_summed_rows(g) for g in grads]
+      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
+    # Weights the loss does not reach (the pooler, under a token head) get
+    # a zero gradient, as in the custom loop: weight decay still applies.
+    grads = [tf.zeros_like(v) if g is None else g
+             for g, v in zip(grads, variables)]
+    self.optimizer.apply_gradients(zip(grads, variables),
+                                   experimental_aggregate_gradients=False)
+    return self._metrics_of_step(y, outputs, sample_weight, stats)
+
+  def test_step(self, data):
+    x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
+    outputs = self(x, training=False)
+    stats, _ = self._step_stats(x, y, outputs, sample_weight)
+    return self._metrics_of_step(y, outputs, sample_weight, stats)
+
+
+def dropout_generators(model):
+  """The tf.random.Generators of `model`'s dropout layers, created now, in
+  the order of `model.submodules`.
+
+  Each draws its seed from the global seed when created, so both training
+  paths (`fit`, `run_experiment`) create them at the same point, before the
+  first step, and so draw the same masks. A generator made in a strategy's
+  scope folds the replica id into every draw; with one replica they are
+  made outside it, so that `bert-train`'s OneDeviceStrategy and `fit`'s
+  default strategy draw the same masks. tf_keras does not track them;
+  `run_experiment` checkpoints them, so a resumed run continues the masks.
+  """
+  strategy = model.distribute_strategy
+  if strategy.num_replicas_in_sync > 1:
+    with strategy.scope():
+      return _make_dropout_generators(model)
+  return _make_dropout_generators(model)
+
+
+def _make_dropout_generators(model):
+  generators = []
+  for layer in model.submodules:
+    rng = getattr(layer, "_random_generator", None)
+    if rng is None or not hasattr(rng, "_maybe_init"):
+      continue
+    rng._maybe_init()   # pylint: disable=protected-access
+    if getattr(rng, "_generator", None) is not None:
+      generators.append(rng._generator)   # pylint: disable=protected-access
+  return generators
+
+
+def _summed_rows(grad):
+  """An IndexedSlices gradient with each row once (duplicates summed)."""
+  if not isinstance(grad, tf.IndexedSlices):
+    return grad
+  rows, index = tf.unique(grad.indices)
+  values = tf.math.unsorted_segment_sum(grad.values, index, tf.shape(rows)[0])
+  return tf.IndexedSlices(values, rows, grad.dense_shape)
+
+
+def _fit_steps(x, batch_size, epochs, steps_per_epoch, initial_epoch) -> int:
+  """How many optimizer steps `fit` will run."""
+  epochs = epochs - initial_epoch
+  if steps_per_epoch:
+    return int(steps_per_epoch) * epochs
+  if isinstance(x, tf.data.Dataset):
+    n = int(x.cardinality())
+    if n < 0:
+      raise ValueError("fit: the dataset's length is unknown (infinite or "
+                       "filtered); pass steps_per_epoch so the learning-rate "
+                       "schedule knows its length")
+    return n * epochs
+  first = tf.nest.flatten(x)[0]
+  return math.ceil(len(first) / (batch_size or 32)) * epochs

@@ -1,0 +1,173 @@
+"""`BertPreprocessor`, the base of the task preprocessors: vocabulary, casing,
+sequence length and length buckets, and the `tf.data` pipelines over encoded
+rows (see `bert.models.preprocessors` for the task classes)."""
+
+import math
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from bert.data import length_buckets as lb
+from bert.data.tokenization import Tokenizer
+from bert.features import ENCODER_INPUTS
+
+
+class BertPreprocessor(tf_keras.layers.Layer):
+  """Base: vocabulary, casing, sequence length and the length buckets.
+
+  Subclasses implement `encode(x)` (raw inputs -> dict of int32 NumPy
+  arrays, one row per model input row), `targets(y, features)` (raw labels
+  -> per-row arrays) and `decode(outputs, features, x)` (model outputs in
+  row order -> task-level predictions).
+  """
+
+  def __init__(self, vocabulary: Sequence[str], lower_case: bool,
+               seq_length: int = 128,
+               length_buckets: Optional[Sequence[int]] = None, **kwargs):
+    super().__init__(trainable=False, **kwargs)
+    self.lower_case = bool(lower_case)
+    self.seq_length = int(seq_length)
+    self.length_buckets = lb.check_length_buckets(
+        lb.default_length_buckets(self.seq_length) if length_buckets is None
+        else length_buckets, self.seq_length,
+        f"{type(self).__name__}.length_buckets")
+    # Not tracked by Keras (a 30k-token list); saved through get_config.
+    object.__setattr__(self, "_vocabulary", tuple(vocabulary))
+    object.__setattr__(self, "tokenizer", Tokenizer(
+        vocabulary=self._vocabulary, lower_case=self.lower_case))
+
+  @property
+  def vocabulary(self) -> List[str]:
+    """The tokens in id order."""
+    return list(self._vocabulary)
+
+  @classmethod
+  def from_checkpoint(cls, checkpoint, **kwargs):
+    """The preprocessor of a loaded checkpoint (`bert.checkpoints.load`):
+    its vocab.txt and casing; `kwargs` as the constructor's."""
+    from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+    if checkpoint.vocab_file is None:
+      raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
+                       "can be built; pass a folder with its vocab.txt")
+    if checkpoint.do_lower_case is None and "lower_case" not in kwargs:
+      raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
+                       "say whether it is cased; pass lower_case=True/False")
+    kwargs.setdefault("lower_case", checkpoint.do_lower_case)
+    preprocessor = cls(read_vocab(checkpoint.vocab_file), **kwargs)
+    if preprocessor.seq_length > checkpoint.config.max_position_embeddings:
+      raise ValueError(f"seq_length={preprocessor.seq_length} exceeds the "
+                       "model's max_position_embeddings="
+                       f"{checkpoint.config.max_position_embeddings}")
+    return preprocessor
+
+  # ------------------------------------------------------------ interface
+  def encode(self, x, y=None) -> Dict[str, np.ndarray]:
+    """Model inputs (and any per-row label features) of raw inputs `x`
+    with their raw labels `y` (None for prediction)."""
+    raise NotImplementedError
+
+  def targets(self, y, features: Dict[str, np.ndarray]):
+    del features
+    return np.asarray(y)
+
+  def decode(self, outputs: Dict[str, np.ndarray], features, x):
+    del features, x
+    return outputs
+
+  # Model outputs with a sequence axis (padded back to seq_length).
+  sequence_outputs: Sequence[str] = ()
+
+  # ------------------------------------------------------------- pipeline
+  def model_inputs(self, features):
+    return {k: features[k] for k in ENCODER_INPUTS}
+
+  def num_batches(self, features, batch_size: int) -> int:
+    """Batches of one pass of `dataset(features, ..., batch_size)`."""
+    lengths = lb._row_lengths_np(features, "input_mask")  # pylint: disable=protected-access
+    index = np.searchsorted(np.asarray(self.length_buckets), lengths)
+    counts = np.bincount(index, minlength=len(self.length_buckets))
+    return int(sum(math.ceil(c / batch_size) for c in counts))
+
+  def dataset(self, features, targets=None, batch_size: int = 32,
+              training: bool = False, shuffle: bool = True,
+              seed: Optional[int] = lb.SHUFFLE_SEED) -> tf.data.Dataset:
+    """(inputs, targets) batches (inputs alone without targets), each cut
+    to its length bucket.
+
+    training: the endless stream `bert-train` draws its batches from
+      (`length_buckets.training_batches`: shuffled anew each pass unless
+      `shuffle=False`, full batches of one bucket); `fit` runs
+      `length_buckets.steps_per_epoch` of them per epoch. Otherwise one pass
+      over the rows, batched by bucket.
+    """
+    n = len(features["input_word_ids"])
+    data = dict(self.model_inputs(features))
+    if targets is not None:
+      data["targets"] = targets
+    ds = tf.data.Dataset.from_tensor_slices(data)
+    if training:
+      ds = lb.training_batches(ds, n, batch_size, self.length_buckets,
+                               shuffle=shuffle, seed=seed)
+    else:
+      ds = ds.group_by_window(
+          key_func=lb.bucket_key(self.length_buckets),
+          reduce_func=lambda _, rows: rows.batch(batch_size),
+          window_size=batch_size)
+    # Targets with a sequence axis (per-token labels) are cut with the inputs.
+    cut = lb.bucket_cutter(
+        ENCODER_INPUTS + (("targets",) if np.ndim(targets) == 2 else ()),
+        self.length_buckets)
+
+    def split(d):
+      d = cut(d)
+      inputs = {k: d[k] for k in ENCODER_INPUTS}
+      return inputs if targets is None else (inputs, d["targets"])
+
+    ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
+    if not training:
+      ds = ds.apply(tf.data.experimental.assert_cardinality(
+          self.num_batches(features, batch_size)))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+  def predict_features(self, predict_fn, features, batch_size: int):
+    """`predict_fn(batch)` (the model's outputs) on every row, run in length
+    order and returned in row order."""
+    return lb.predict_by_length(
+        predict_fn, self.model_inputs(features), batch_size,
+        self.length_buckets, self.sequence_outputs)
+
+  # -------------------------------------------------------- serialisation
+  def get_config(self):
+    config = super().get_config()
+    config.pop("trainable", None)
+    config.update(vocabulary=list(self._vocabulary), lower_case=self.lower_case,
+                  seq_length=self.seq_length,
+                  length_buckets=list(self.length_buckets))
+    return config
+
+
+def text_columns(x, what: str) -> List[np.ndarray]:
+  """Raw text input as 1 or 2 string columns."""
+  if isinstance(x, tuple) and len(x) == 2:
+    a, b = (np.asarray(list(t), dtype=object) for t in x)
+    if len(a) != len(b):
+      raise ValueError(f"{what}: {len(a)} first texts but {len(b)} second")
+    return [a, b]
+  if isinstance(x, str):
+    raise ValueError(f"{what}: give a list of strings (or an (a, b) pair of "
+                     "lists), not one string")
+  return [np.asarray(list(x), dtype=object)]
+
+
+def is_raw_text(x) -> bool:
+  """Whether `x` is raw text: strings, or a tuple of string lists."""
+  first = x[0] if isinstance(x, tuple) and x else x
+  try:
+    item = next(iter(first))
+  except (TypeError, StopIteration):
+    return False
+  if isinstance(item, (list, tuple)) and item:   # words of a sentence
+    item = item[0]
+  return isinstance(item, (str, bytes))

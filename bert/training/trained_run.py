@@ -1,0 +1,70 @@
+"""Re-creates a trained `bert-train` run (task and weights) from its model_dir.
+
+The run's operative_config.gin rebuilds its task exactly as trained (same
+vocabulary, casing, sequence length, labels), and the newest checkpoint in the
+model_dir restores the model. `export_trained` then writes the task's serving
+SavedModel with the graphs of `bert.export`.
+"""
+
+import os
+from typing import Optional
+
+import gin
+import tensorflow as tf
+
+# Imported for its gin registrations too: the run's config names task classes.
+from bert import tasks
+from bert.checkpoints import CheckpointError
+from bert.training import run
+from bert.validation import ConfigError, gin_error_line
+
+
+def load_trained_task(model_dir: str):
+  """(task, model) of a `bert-train` run: the task rebuilt from the run's
+  operative_config.gin, the model with the newest checkpoint's weights."""
+  config = os.path.join(model_dir, "operative_config.gin")
+  if not os.path.exists(config):
+    raise FileNotFoundError(f"{config}: not a bert-train model_dir (no "
+                            "operative_config.gin)")
+  latest = tf.train.latest_checkpoint(model_dir)
+  if latest is None:
+    raise FileNotFoundError(f"{model_dir}: no checkpoint")
+  gin.clear_config()
+  try:
+    try:
+      gin.parse_config_file(config, skip_unknown=True)
+    except (ValueError, TypeError, SyntaxError) as e:
+      raise ConfigError(f"{config}: {gin_error_line(e)}") from None
+    task = run.build_task()
+  finally:
+    gin.clear_config()
+  model = task.build_model()
+  try:
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointError(f"{latest}: unreadable or not this run's model "
+                          f"({type(e).__name__}: "
+                          f"{str(e).strip().splitlines()[0][:300]})") from None
+  return task, model
+
+
+def export_trained(model_dir: str, path: str,
+                   kind: Optional[str] = None) -> str:
+  """Exports the serving model of a fine-tuned `bert-train` run, by its task:
+  classifier, span_labeler or tagger. Returns the kind; a `kind` given that
+  the run is not is an error, before anything is written."""
+  task, model = load_trained_task(model_dir)
+  kinds = ((tasks.ClassificationTask, "classifier"),
+           (tasks.TokenClassificationTask, "tagger"),
+           (tasks.QuestionAnsweringTask, "span_labeler"))
+  for task_class, run_kind in kinds:
+    if isinstance(task, task_class):
+      if kind is not None and kind != run_kind:
+        raise ConfigError(f"{model_dir} is a {run_kind} run, not a {kind}; "
+                          f"use --kind={run_kind}")
+      # The same export as a model trained from Python (`model.export`).
+      model.attach_preprocessor(task.preprocessor())
+      model.export(path)
+      return run_kind
+  raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
+                   "serving export (classification, QA and tagging do)")
