@@ -39,7 +39,7 @@ import contextlib
 import json
 import os
 import tempfile
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import tensorflow as tf
@@ -411,11 +411,12 @@ def _build(cls_or_factory: Callable, init_kwargs):
   return cls_or_factory(**dict(init_kwargs or {}))
 
 
-def _run(obj, input_data, *, init_kwargs, call_kwargs, checks,
-         expected_output_shape, config_exclude, config_atol, saved_model_mode,
-         saved_model_atol, graph_atol, no_gradient, learning_rate,
-         mixed_precision_policy, expected_mixed_output_dtype, mixed_atol,
-         expected_partial_output, golden_atol):
+def _run(obj, input_data, *, init_kwargs, call_kwargs=None, checks=CHECKS,
+         expected_output_shape=None, config_exclude=(), config_atol=0.0,
+         saved_model_mode="plain", graph_atol=1e-6, no_gradient=(),
+         learning_rate=0.01, mixed_precision_policy="mixed_bfloat16",
+         expected_mixed_output_dtype=None, mixed_atol=None,
+         expected_partial_output=None, golden_atol=1e-4):
   """Runs `checks` on `obj` in a fixed order (training last of the float32
   checks: it changes the weights). Returns `obj`'s outputs."""
   unknown = set(checks) - set(CHECKS)
@@ -436,7 +437,7 @@ def _run(obj, input_data, *, init_kwargs, call_kwargs, checks,
                             config_exclude=config_exclude, atol=config_atol)
   if "saved_model" in checks:
     check_saved_model(obj, input_data, call_kwargs, mode=saved_model_mode,
-                      atol=saved_model_atol, graph_atol=graph_atol)
+                      atol=config_atol, graph_atol=graph_atol)
   if "mixed_precision" in checks:
     policies = mixed_precision_policy
     if isinstance(policies, str):
@@ -451,23 +452,8 @@ def _run(obj, input_data, *, init_kwargs, call_kwargs, checks,
   return outputs
 
 
-def run_layer_test(cls: Callable,
-                   init_kwargs: Optional[Mapping[str, Any]],
-                   input_data,
-                   *,
-                   call_kwargs: Optional[Dict[str, Any]] = None,
-                   checks: Sequence[str] = CHECKS,
-                   expected_output_shape=None,
-                   config_exclude: Sequence[str] = (),
-                   config_atol: float = 0.0,
-                   saved_model_mode: str = "plain",
-                   graph_atol: float = 1e-6,
-                   no_gradient: Sequence[str] = (),
-                   learning_rate: float = 0.01,
-                   mixed_precision_policy: Union[str, Sequence[str]] = (
-                       "mixed_bfloat16"),
-                   expected_mixed_output_dtype=None,
-                   mixed_atol=None):
+def run_layer_test(cls: Callable, init_kwargs: Optional[Mapping[str, Any]],
+                   input_data, **options):
   """Builds `cls(**init_kwargs)`, calls it on `input_data` and runs `checks`.
 
   Args:
@@ -492,38 +478,12 @@ def run_layer_test(cls: Callable,
   Returns:
     The layer's outputs on `input_data`, for further assertions.
   """
-  layer = _build(cls, init_kwargs)
-  return _run(layer, input_data, init_kwargs=init_kwargs,
-              call_kwargs=call_kwargs, checks=checks,
-              expected_output_shape=expected_output_shape,
-              config_exclude=config_exclude, config_atol=config_atol,
-              saved_model_mode=saved_model_mode, saved_model_atol=config_atol,
-              graph_atol=graph_atol, no_gradient=no_gradient,
-              learning_rate=learning_rate,
-              mixed_precision_policy=mixed_precision_policy,
-              expected_mixed_output_dtype=expected_mixed_output_dtype,
-              mixed_atol=mixed_atol, expected_partial_output=None,
-              golden_atol=0.0)
+  return _run(_build(cls, init_kwargs), input_data, init_kwargs=init_kwargs,
+              **options)
 
 
-def run_model_test(cls: Callable,
-                   init_kwargs: Optional[Mapping[str, Any]],
-                   input_data,
-                   *,
-                   checks: Sequence[str] = CHECKS,
-                   expected_output_shape=None,
-                   config_exclude: Sequence[str] = (),
-                   config_atol: float = 0.0,
-                   saved_model_mode: str = "keras",
-                   graph_atol: float = 1e-6,
-                   no_gradient: Sequence[str] = (),
-                   learning_rate: float = 0.01,
-                   mixed_precision_policy: Union[str, Sequence[str]] = (
-                       "mixed_bfloat16"),
-                   expected_mixed_output_dtype=None,
-                   mixed_atol=None,
-                   expected_partial_output: Optional[GoldenSpec] = None,
-                   golden_atol: float = 1e-4):
+def run_model_test(cls: Callable, init_kwargs: Optional[Mapping[str, Any]],
+                   input_data, *, saved_model_mode: str = "keras", **options):
   """Builds the model `cls(**init_kwargs)`, calls it and runs `checks`.
 
   As `run_layer_test` (same arguments), with the SavedModel check in tf_keras
@@ -537,15 +497,5 @@ def run_model_test(cls: Callable,
   Returns:
     The model's outputs on `input_data`, for further assertions.
   """
-  model = _build(cls, init_kwargs)
-  return _run(model, input_data, init_kwargs=init_kwargs, call_kwargs=None,
-              checks=checks, expected_output_shape=expected_output_shape,
-              config_exclude=config_exclude, config_atol=config_atol,
-              saved_model_mode=saved_model_mode, saved_model_atol=config_atol,
-              graph_atol=graph_atol, no_gradient=no_gradient,
-              learning_rate=learning_rate,
-              mixed_precision_policy=mixed_precision_policy,
-              expected_mixed_output_dtype=expected_mixed_output_dtype,
-              mixed_atol=mixed_atol,
-              expected_partial_output=expected_partial_output,
-              golden_atol=golden_atol)
+  return _run(_build(cls, init_kwargs), input_data, init_kwargs=init_kwargs,
+              saved_model_mode=saved_model_mode, **options)

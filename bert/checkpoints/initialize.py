@@ -1,20 +1,29 @@
 """`init_from_checkpoint`: the one way a task starts a model from a checkpoint."""
 
+from typing import Union
+
 from bert.checkpoints.compat import check_same_shapes
 from bert.checkpoints.loader import BertCheckpoint, load
 
 
-def init_from_checkpoint(model, source: str) -> BertCheckpoint:
-  """Copies the checkpoint at `source` (any format `load` reads, or a preset
-  name) into `model`: its encoder weights, and the pre-training heads when
-  the model has them (`masked_lm`, `next_sentence`) and so does the
-  checkpoint. `model` is an encoder or a model with an `encoder`; the
-  checkpoint's config must give the same variable shapes
-  (`check_same_shapes`). Returns the loaded checkpoint."""
+def init_from_checkpoint(model, source: Union[str, BertCheckpoint]
+                         ) -> BertCheckpoint:
+  """Copies a checkpoint into `model`: its encoder weights, and the
+  pre-training heads when the model has them (`masked_lm`,
+  `next_sentence`) and so does the checkpoint.
+
+  `source` is a checkpoint folder (any format `load` reads), a preset name,
+  or a checkpoint `load` returned (a task that loads it up front, so a bad
+  checkpoint fails before any data is read). `model` is an encoder or a
+  model with an `encoder`; the checkpoint's config must give the same
+  variable shapes (`check_same_shapes`). Returns the checkpoint.
+  """
   encoder = getattr(model, "encoder", model)
   with_heads = hasattr(model, "masked_lm") and hasattr(model, "next_sentence")
-  ckpt = load(source, with_heads=with_heads)
-  check_same_shapes(ckpt.config, encoder.config, source)
+  ckpt = (source if isinstance(source, BertCheckpoint)
+          else load(source, with_heads=with_heads))
+  name = source if isinstance(source, str) else f"({ckpt.format} format)"
+  check_same_shapes(ckpt.config, encoder.config, name)
   encoder.set_weights(ckpt.encoder.get_weights())
   if with_heads and ckpt.has_heads:
     model.masked_lm.set_weights(ckpt.masked_lm.get_weights())

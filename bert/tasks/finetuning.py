@@ -100,10 +100,11 @@ class FinetuningTask(Task):
     check_bool(name, "pack", pack)
     check_str(name, "init_checkpoint", init_checkpoint, optional=True)
     check_str(name, "vocab_file", vocab_file, optional=True)
-    self.init_checkpoint = init_checkpoint
+    # Loaded now, so a bad checkpoint fails before any data is read; its
+    # weights go into the model in `initialize`.
+    self._checkpoint = None
     if init_checkpoint:
-      # Config, vocab and casing now; the weights when the model is built.
-      ckpt = checkpoints.describe(init_checkpoint)
+      ckpt = self._checkpoint = checkpoints.load(init_checkpoint)
       self.config = ckpt.config
       vocab_file = vocab_file or ckpt.vocab_file
       if do_lower_case is None:
@@ -221,8 +222,8 @@ class FinetuningTask(Task):
     return lb.bucket_cutter(self.sequence_features(data), self.length_buckets)
 
   def initialize(self, model):
-    if self.init_checkpoint:
-      checkpoints.init_from_checkpoint(model, self.init_checkpoint)
+    if self._checkpoint is not None:
+      checkpoints.init_from_checkpoint(model, self._checkpoint)
 
   def preprocessor(self):
     """The `preprocessor` of this task's model on the Keras path (raw inputs
