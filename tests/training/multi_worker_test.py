@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from _runs import free_ports, losses
@@ -15,6 +16,9 @@ HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                       "_same_batch_run.py")
 
 
+# Two or three bert-train processes: ~40 s alone, minutes on a loaded
+# 2-core CI machine, so outside the default suite (run with -m slow).
+@pytest.mark.slow
 def test_two_workers_match_one_worker(pretraining_records, tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
   env.pop("TF_CONFIG", None)

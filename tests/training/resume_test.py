@@ -8,11 +8,15 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 
 from _runs import STEPS, command, saved_steps, weights, write_gin
 from conftest import REPO_ROOT
 
 
+# Two or three bert-train processes: ~40 s alone, minutes on a loaded
+# 2-core CI machine, so outside the default suite (run with -m slow).
+@pytest.mark.slow
 def test_sigkill_then_same_command_resumes_to_identical_weights(
     pretraining_records, tmp_path):
   gin_file = write_gin(str(tmp_path), pretraining_records)
