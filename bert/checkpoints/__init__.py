@@ -3,11 +3,11 @@
 from bert.checkpoints.compat import check_same_shapes, check_vocab_size
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.checkpoints.initialize import init_from_checkpoint
-from bert.checkpoints.loader import (FORMATS, BertCheckpoint, CheckpointInfo,
-                                     build_pretraining_heads, describe,
-                                     detect_format, load, save)
+from bert.checkpoints.loader import (FORMATS, BertCheckpoint,
+                                     build_pretraining_heads, detect_format,
+                                     load, save)
 
-__all__ = ["BertCheckpoint", "CheckpointError", "CheckpointInfo",
-           "CheckpointMismatchError", "FORMATS", "build_pretraining_heads",
-           "check_same_shapes", "check_vocab_size", "describe",
-           "detect_format", "init_from_checkpoint", "load", "save"]
+__all__ = ["BertCheckpoint", "CheckpointError", "CheckpointMismatchError",
+           "FORMATS", "build_pretraining_heads", "check_same_shapes",
+           "check_vocab_size", "detect_format", "init_from_checkpoint", "load",
+           "save"]

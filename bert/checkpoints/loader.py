@@ -121,35 +121,6 @@ def _checkpoint_keys(prefix):
 
 
 # -------------------------------------------------------------------- load
-@dataclasses.dataclass
-class CheckpointInfo:
-  """What a checkpoint folder says about its model without reading weights."""
-  folder: str
-  format: str
-  config: BertConfig
-  vocab_file: Optional[str] = None
-  do_lower_case: Optional[bool] = None
-
-
-def describe(path: str, *, format: Optional[str] = None) -> CheckpointInfo:
-  """The folder, format, config, vocab (checked against the config) and
-  casing of a checkpoint folder or preset, as `load` reads them."""
-  if not os.path.exists(path) and pretrained.is_preset(path):
-    path = pretrained.resolve(path)
-  folder = _folder(path)
-  fmt = format or detect_format(folder)
-  if fmt not in FORMATS:
-    raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
-  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-  vocab_file = os.path.join(folder, VOCAB_FILE)
-  if present(vocab_file):
-    _check_vocab(vocab_file, config)
-  else:
-    vocab_file = None
-  return CheckpointInfo(folder, fmt, config, vocab_file,
-                        _do_lower_case(folder, fmt))
-
-
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None) -> BertCheckpoint:
   """Loads a BERT checkpoint folder of any supported format, or a preset.
@@ -165,12 +136,21 @@ def load(path: str, *, with_heads: bool = False,
     CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
       or a vocab.txt whose size differs from config.vocab_size.
   """
-  info = describe(path, format=format)
-  fmt, folder, config = info.format, info.folder, info.config
+  if not os.path.exists(path) and pretrained.is_preset(path):
+    path = pretrained.resolve(path)
+  folder = _folder(path)
+  fmt = format or detect_format(folder)
+  if fmt not in FORMATS:
+    raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
+  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+  vocab_file = os.path.join(folder, VOCAB_FILE)
+  if present(vocab_file):
+    _check_vocab(vocab_file, config)
+  else:
+    vocab_file = None
   encoder = BertEncoder(config)
-  result = BertCheckpoint(config=config, encoder=encoder,
-                          vocab_file=info.vocab_file,
-                          do_lower_case=info.do_lower_case, format=fmt)
+  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
+                          do_lower_case=_do_lower_case(folder, fmt), format=fmt)
   if fmt == "tf2":
     _load_tf2(folder, result, with_heads)
     return result
