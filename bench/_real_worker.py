@@ -8,7 +8,7 @@ length order, batches cut to a few fixed lengths); fine-tuning through this
 library's training loop (`bert.training.Trainer`) fed by
 `FinetuningTask.build_inputs` (length-grouped batches cut to their bucket).
 With `pack` in the spec: `bert.data.packing.predict_packed` (examples packed
-into rows of the full length, 32 rows per batch) and `FinetuningTask(pack=
+into rows of the full length, 32 rows per batch) and `FinetuningInputs(pack=
 True)` (each step's 32 examples packed into as few rows as they fill).
 SST-2 and MRPC (`pooled_only` in the spec) run as sentence classification:
 our classifier computes the last layer for the [CLS] rows only
@@ -81,6 +81,7 @@ def _ours_train(spec, model_dir, data, seq):
   from bert.models import BertClassifier, BertTokenClassifier  # pylint: disable=g-import-not-at-top
   from bert.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   from bert.tasks import FinetuningTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import DataFiles, EncoderSource, FinetuningInputs  # pylint: disable=g-import-not-at-top
   from bert.tasks.base import example_weights, softmax_stats  # pylint: disable=g-import-not-at-top
   from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
 
@@ -121,8 +122,10 @@ def _ours_train(spec, model_dir, data, seq):
       return softmax_stats(outputs["logits"], tf.maximum(f["label_ids"], 0),
                            tf.cast(f["label_ids"] >= 0, tf.float32))
 
-  task = (Rows if spec.get("pooled_only") else Tokens)(init_checkpoint=model_dir, seq_length=seq, global_batch_size=BATCH,
-              pack=bool(spec.get("pack")))
+  task = (Rows if spec.get("pooled_only") else Tokens)(
+      data=DataFiles(), encoder=EncoderSource(init_checkpoint=model_dir),
+      inputs=FinetuningInputs(seq_length=seq, global_batch_size=BATCH,
+                              pack=bool(spec.get("pack"))))
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   with strategy.scope():
     model = task.build_model()

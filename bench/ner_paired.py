@@ -48,7 +48,7 @@ def main():
       [os.path.join(os.path.dirname(configs.__file__), "ner_wnut17.gin")],
       [f"INIT_CHECKPOINT = {args.model!r}", f"DATA_DIR = {args.data_dir!r}",
        f"RuntimeConfig.seed = {args.seed}",
-       f"TokenClassificationTask.seed = {args.seed}"])
+       f"FinetuningInputs.seed = {args.seed}"])
   task = runner.build_task()
   kernel, bias = hf_initial_head(args.model, len(task.labels), args.seed)
   initialize = task.initialize

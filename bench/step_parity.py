@@ -23,6 +23,8 @@ import torch
 import transformers
 
 from bench import _torch_recipe
+from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
+                                TaggingData)
 from bert.tasks.token_classification import TokenClassificationTask
 from bert.training import run as run_lib
 from bert.training.optimization import OptimizerConfig, build_optimizer
@@ -39,8 +41,10 @@ def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
   runtime = run_lib.RuntimeConfig(strategy="one_device")
   strategy = run_lib.setup(runtime)
   task = TokenClassificationTask(
-      train_file=train_file, data_dir=data_dir, init_checkpoint=model_dir,
-      seq_length=128, global_batch_size=batch_size, dropout_rate=0.0)
+      data=TaggingData(data_dir=data_dir, train_file=train_file),
+      encoder=EncoderSource(init_checkpoint=model_dir),
+      inputs=FinetuningInputs(seq_length=128, global_batch_size=batch_size),
+      head=HeadConfig(dropout_rate=0.0))
   task.config = dataclasses.replace(task.config, hidden_dropout_prob=0.0,
                                     attention_probs_dropout_prob=0.0)
   with strategy.scope():

@@ -280,14 +280,18 @@ class BertConfig:
     return sorted(PRESETS)
 
 
-def resolve_bert_config(bert_config: Union[str, BertConfig]) -> BertConfig:
-  """A BertConfig from itself, a preset name, or a bert_config.json / HF
-  config.json path: what a task's or a gin file's `bert_config` may be."""
+def resolve_bert_config(bert_config: Union[str, Dict[str, Any], BertConfig]
+                        ) -> BertConfig:
+  """A BertConfig from itself, its fields as a dict, a preset name, or a
+  bert_config.json / HF config.json path: what a task's or a gin file's
+  `bert_config` may be."""
   if isinstance(bert_config, BertConfig):
     return bert_config
+  if isinstance(bert_config, dict):
+    return BertConfig.from_dict(bert_config)
   if not isinstance(bert_config, str):
-    raise ConfigError("bert_config must be a preset name, a config json path "
-                      f"or a BertConfig, got {bert_config!r}")
+    raise ConfigError("bert_config must be a preset name, a config json path, "
+                      f"a dict of fields or a BertConfig, got {bert_config!r}")
   if bert_config.endswith(".json") or os.path.sep in bert_config:
     return BertConfig.from_json_file(bert_config)
   return BertConfig.preset(bert_config)

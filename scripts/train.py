@@ -3,7 +3,7 @@
   bert-train --task=glue_mrpc --init_checkpoint=CKPT --data_dir=glue/MRPC \\
       --model_dir=/tmp/mrpc --mode=train_and_eval
   bert-train --gin_file=pretrain_tiny.gin --model_dir=/tmp/tiny \\
-      --gin_param='PretrainingTask.train_files="/data/*.tfrecord"'
+      --gin_param='PretrainingInputs.train_files="/data/*.tfrecord"'
 
 --task=NAME reads the bundled NAME.gin (glue_cola, glue_sst2, glue_mrpc,
 glue_qqp, glue_stsb, glue_mnli, glue_qnli, glue_rte, glue_wnli,
@@ -13,8 +13,10 @@ predictions (GLUE: test_results.tsv) into --model_dir.
 
 Gin files are paths or the names of bundled configs (bert/configs: for
 pre-training pretrain_{tiny,mini,small,medium,base,large}.gin). The task is
-`build_task.task_class` (default in the bundled files: PretrainingTask), the
-run `RuntimeConfig.*`, the optimiser `OptimizerConfig.*`. The flags
+`build_task.task_class` (default in the bundled files: PretrainingTask),
+configured by concern (`EncoderSource.*`, `FinetuningInputs.*`,
+`ClassificationData.*`, ...: bert/tasks/configs.py), the run
+`RuntimeConfig.*`, the optimiser `OptimizerConfig.*`. The flags
 --strategy, --mixed_precision, --jit_compile, --train_steps override the
 gin values. Running the same command again resumes from the newest
 checkpoint in --model_dir. The final gin config is written there as

@@ -127,14 +127,14 @@ def test_cli_exports_a_trained_classifier_run(tmp_path):
   gin_file = tmp_path / "run.gin"
   gin_file.write_text(f"""
 build_task.task_class = @ClassificationTask
-ClassificationTask.bert_config = "{config}"
-ClassificationTask.vocab_file = "{vocab()}"
-ClassificationTask.do_lower_case = True
-ClassificationTask.train_file = "{data}"
-ClassificationTask.text_a_column = "text"
-ClassificationTask.labels = ["neg", "pos"]
-ClassificationTask.seq_length = 16
-ClassificationTask.global_batch_size = 8
+EncoderSource.bert_config = "{config}"
+EncoderSource.vocab_file = "{vocab()}"
+EncoderSource.do_lower_case = True
+ClassificationData.train_file = "{data}"
+ClassificationData.text_a_column = "text"
+ClassificationData.labels = ["neg", "pos"]
+FinetuningInputs.seq_length = 16
+FinetuningInputs.global_batch_size = 8
 RuntimeConfig.train_steps = 6
 RuntimeConfig.steps_per_loop = 3
 RuntimeConfig.strategy = "one_device"

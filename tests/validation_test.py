@@ -2,6 +2,7 @@
 class is defined: a wrong value is a ConfigError naming `Class.field` and the
 value, at construction, never a failure deep inside a run."""
 
+import dataclasses
 import os
 
 import pytest
@@ -11,16 +12,26 @@ from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_data import PretrainingDataConfig
 from bert.tasks import (ClassificationTask, MultipleChoiceTask, PretrainingTask,
                         QuestionAnsweringTask, TokenClassificationTask)
+from bert.tasks import configs as task_configs
+from bert.tasks.configs import (AnswerConfig, ClassificationData,
+                                EncoderSource, FinetuningInputs, HeadConfig,
+                                MultipleChoiceData, PretrainingInputs,
+                                ScheduleConfig, SquadData, TaggingData)
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.validation import (ConfigError, check_float, check_int,
                              gin_error_line)
 from conftest import minilm_dir, small_config
 
 VOCAB = os.path.join(minilm_dir(), "vocab.txt")
-FINETUNING = dict(bert_config=small_config(vocab_size=30522),
-                  vocab_file=VOCAB, do_lower_case=True, seq_length=32)
-SQUAD = dict(FINETUNING, bert_config=small_config(
-    vocab_size=30522, max_position_embeddings=128), seq_length=128)
+ENCODER = EncoderSource(bert_config=small_config(vocab_size=30522),
+                        vocab_file=VOCAB, do_lower_case=True)
+FINETUNING = dict(encoder=ENCODER, inputs=FinetuningInputs(seq_length=32))
+MRPC = dict(FINETUNING, data=ClassificationData(glue_task="mrpc"))
+SQUAD = dict(encoder=dataclasses.replace(ENCODER, bert_config=small_config(
+    vocab_size=30522, max_position_embeddings=128)),
+             inputs=FinetuningInputs(seq_length=128))
+PRETRAINING = dict(encoder=EncoderSource(bert_config=small_config()),
+                   inputs=PretrainingInputs(seq_length=32))
 
 # (class, valid keyword arguments, bad field, bad value)
 CASES = [
@@ -62,34 +73,53 @@ CASES = [
     (PretrainingDataConfig, {}, "dupe_factor", 0),
     (PretrainingDataConfig, {}, "random_seed", "x"),
     (PretrainingDataConfig, {}, "shuffle_buffer", 0),
-    (PretrainingTask, {}, "seq_length", 0),
-    (PretrainingTask, {}, "max_predictions_per_seq", -1),
-    (PretrainingTask, {}, "global_batch_size", 0),
-    (PretrainingTask, {}, "eval_batch_size", 0),
-    (PretrainingTask, {}, "shuffle_buffer", 0),
-    (PretrainingTask, {}, "masked_lm_prob", 1.5),
-    (PretrainingTask, {}, "seed", -3),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "global_batch_size", 0),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "eval_batch_size", -8),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "num_train_epochs", 0),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "dropout_rate", 1.0),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "max_train_examples", -1),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "seed", 1.5),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "max_per_row", 0),
-    (ClassificationTask, dict(FINETUNING, glue_task="mrpc"), "length_buckets",
-     [16, 8, 32]),
-    (ClassificationTask, dict(FINETUNING, labels=["a"]), "labels", ["a", "a"]),
-    (QuestionAnsweringTask, SQUAD, "doc_stride", 0),
-    (QuestionAnsweringTask, SQUAD, "max_query_length", 0),
-    (QuestionAnsweringTask, SQUAD, "n_best_size", 0),
-    (QuestionAnsweringTask, SQUAD, "max_answer_length", -1),
-    (QuestionAnsweringTask, SQUAD, "train_fraction", 1.0),
-    (QuestionAnsweringTask, SQUAD, "null_score_diff_threshold", "0"),
-    (QuestionAnsweringTask, SQUAD, "max_query_length", 126),  # >= seq - 3
-    (TokenClassificationTask, FINETUNING, "labels", ["O", ""]),
-    (TokenClassificationTask, FINETUNING, "global_batch_size", 0),
-    (MultipleChoiceTask, FINETUNING, "num_choices", 1),
-    (MultipleChoiceTask, FINETUNING, "seq_length", 2),
+    (EncoderSource, {}, "init_checkpoint", 3),
+    (EncoderSource, {}, "bert_config", 3),
+    (EncoderSource, {}, "vocab_file", ["vocab.txt"]),
+    (EncoderSource, {}, "do_lower_case", "yes"),
+    (FinetuningInputs, {}, "seq_length", 0),
+    (FinetuningInputs, {}, "seq_length", 2),      # no room between [CLS], [SEP]
+    (FinetuningInputs, {}, "global_batch_size", 0),
+    (FinetuningInputs, {}, "eval_batch_size", -8),
+    (FinetuningInputs, {}, "seed", 1.5),
+    (FinetuningInputs, {}, "max_per_row", 0),
+    (FinetuningInputs, {}, "group_by_length", "no"),
+    (FinetuningInputs, {}, "pack", 1),
+    (FinetuningInputs, {}, "length_buckets", 16),
+    (ScheduleConfig, {}, "num_train_epochs", 0),
+    (HeadConfig, {}, "dropout_rate", 1.0),
+    (ClassificationData, dict(glue_task="mrpc"), "max_train_examples", -1),
+    (ClassificationData, dict(glue_task="mrpc"), "train_file", None),
+    (ClassificationData, dict(glue_task="mrpc"), "regression", "yes"),
+    (ClassificationData, dict(labels=["a"]), "labels", ["a", "a"]),
+    (TaggingData, {}, "labels", ["O", ""]),
+    (TaggingData, {}, "data_dir", 7),
+    (SquadData, {}, "doc_stride", 0),
+    (SquadData, {}, "max_query_length", 0),
+    (SquadData, {}, "train_fraction", 1.0),
+    (SquadData, {}, "version_2", "yes"),
+    (AnswerConfig, {}, "n_best_size", 0),
+    (AnswerConfig, {}, "max_answer_length", -1),
+    (AnswerConfig, {}, "null_score_diff_threshold", "0"),
+    (MultipleChoiceData, {}, "num_choices", 1),
+    (PretrainingInputs, {}, "seq_length", 0),
+    (PretrainingInputs, {}, "max_predictions_per_seq", -1),
+    (PretrainingInputs, {}, "max_predictions_per_seq", 200),   # > seq_length
+    (PretrainingInputs, {}, "global_batch_size", 0),
+    (PretrainingInputs, {}, "eval_batch_size", 0),
+    (PretrainingInputs, {}, "shuffle_buffer", 0),
+    (PretrainingInputs, {}, "masked_lm_prob", 1.5),
+    (PretrainingInputs, {}, "seed", -3),
+    (PretrainingInputs, {}, "train_files", None),
+    (PretrainingInputs, {}, "dynamic_masking", "yes"),
+    # A task takes one config object per concern, of its type.
+    (ClassificationTask, MRPC, "inputs", HeadConfig()),
+    (ClassificationTask, MRPC, "data", TaggingData()),
+    (PretrainingTask, PRETRAINING, "inputs", FinetuningInputs()),
+    (PretrainingTask, PRETRAINING, "encoder", "bert_tiny"),
+    (QuestionAnsweringTask, SQUAD, "answers", SquadData()),
+    (TokenClassificationTask, FINETUNING, "head", 0.1),
+    (MultipleChoiceTask, FINETUNING, "schedule", 3),
     (DynamicMasker, dict(vocab_file=VOCAB), "masked_lm_prob", 1.0),
     (DynamicMasker, dict(vocab_file=VOCAB), "max_predictions_per_seq", 0),
 ]
@@ -108,12 +138,75 @@ def test_bad_field_is_named_with_class_and_value(cls, kwargs, field, value):
   assert repr(value) in message or str(value) in message, message
 
 
+# Checks that relate two concerns (or a concern and the encoder) are the
+# task's: (task, valid keyword arguments, the argument changed, its bad value,
+# what the one-line message must contain).
+TASK_CASES = [
+    (PretrainingTask, PRETRAINING, "inputs", PretrainingInputs(seq_length=64),
+     ["PretrainingTask", "PretrainingInputs.seq_length=64",
+      "max_position_embeddings=32"]),
+    (PretrainingTask, PRETRAINING, "inputs",
+     PretrainingInputs(seq_length=32, dynamic_masking=True),
+     ["PretrainingInputs.dynamic_masking", "EncoderSource.vocab_file"]),
+    (PretrainingTask, PRETRAINING, "encoder", EncoderSource(),
+     ["PretrainingTask", "EncoderSource.init_checkpoint",
+      "EncoderSource.bert_config"]),
+    (ClassificationTask, MRPC, "inputs", FinetuningInputs(seq_length=64),
+     ["ClassificationTask", "FinetuningInputs.seq_length=64",
+      "max_position_embeddings=32"]),
+    (ClassificationTask, MRPC, "inputs",
+     FinetuningInputs(seq_length=32, length_buckets=[16, 8, 32]),
+     ["FinetuningInputs.length_buckets", "seq_length=32", "16, 8, 32"]),
+    (ClassificationTask, MRPC, "inputs",
+     FinetuningInputs(seq_length=32, length_buckets=[8, 16]),
+     ["FinetuningInputs.length_buckets", "seq_length=32", "8, 16"]),
+    (TokenClassificationTask, FINETUNING, "encoder",
+     dataclasses.replace(ENCODER, vocab_file=None),
+     ["TokenClassificationTask", "no vocab", "EncoderSource.vocab_file"]),
+    (TokenClassificationTask, FINETUNING, "encoder",
+     dataclasses.replace(ENCODER, do_lower_case=None),
+     ["TokenClassificationTask", "EncoderSource.do_lower_case"]),
+    (QuestionAnsweringTask, SQUAD, "data", SquadData(max_query_length=126),
+     ["QuestionAnsweringTask", "SquadData.max_query_length=126",
+      "seq_length=128"]),
+    (MultipleChoiceTask, FINETUNING, "inputs",
+     FinetuningInputs(seq_length=32, pack=True),
+     ["MultipleChoiceTask", "FinetuningInputs.pack=True"]),
+]
+
+
+@pytest.mark.parametrize(
+    "cls,kwargs,name,value,expected", TASK_CASES,
+    ids=[f"{c[0].__name__}-{c[4][-1]}" for c in TASK_CASES])
+def test_bad_combination_is_named_by_the_task(cls, kwargs, name, value,
+                                              expected):
+  cls(**kwargs)                          # control: valid without the change
+  with pytest.raises(ConfigError) as info:
+    cls(**dict(kwargs, **{name: value}))
+  message = str(info.value).splitlines()[0]
+  for part in expected:
+    assert part in message, message
+
+
 def test_every_config_class_is_covered():
+  # Every config dataclass of bert.tasks.configs (but `Encoder`, what an
+  # EncoderSource loads, and `DataFiles`, the base of the *Data classes).
+  task_config_classes = {
+      c for c in vars(task_configs).values()
+      if isinstance(c, type) and dataclasses.is_dataclass(c)
+      and c.__module__.startswith(task_configs.__name__)} - {
+          task_configs.Encoder, task_configs.DataFiles}
+  assert task_config_classes == {
+      EncoderSource, FinetuningInputs, ScheduleConfig, HeadConfig,
+      ClassificationData, TaggingData, SquadData, AnswerConfig,
+      MultipleChoiceData, PretrainingInputs}
+  tasks = {PretrainingTask, ClassificationTask, QuestionAnsweringTask,
+           TokenClassificationTask, MultipleChoiceTask}
   covered = {c[0] for c in CASES}
-  assert covered == {BertConfig, RuntimeConfig, OptimizerConfig,
-                     PretrainingDataConfig, PretrainingTask, ClassificationTask,
-                     QuestionAnsweringTask, TokenClassificationTask,
-                     MultipleChoiceTask, DynamicMasker}
+  assert covered == ({BertConfig, RuntimeConfig, OptimizerConfig,
+                      PretrainingDataConfig, DynamicMasker}
+                     | task_config_classes | tasks)
+  assert {c[0] for c in TASK_CASES} == tasks
 
 
 def test_checks_accept_the_edges_and_refuse_past_them():

@@ -75,7 +75,7 @@ def sequence_keys(features: Mapping[str, np.ndarray], seq_length: int) -> List[s
 
 # The op-level seed of the training shuffle (the global seed,
 # `tf_keras.utils.set_random_seed` or `RuntimeConfig.seed`, is the other half):
-# the default of `FinetuningTask.seed` and of the Keras path's `fit`.
+# the default of `FinetuningInputs.seed` and of the Keras path's `fit`.
 SHUFFLE_SEED = 42
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert.checkpoints import init_from_checkpoint
 from bert.validation import ConfigError
 
 # name -> (numerator, denominator): scalar float32 sums over a (micro-)batch.
@@ -73,8 +74,15 @@ class Task:
     del features
     return "(this task does not record where its examples come from)"
 
+  # The checkpoint `initialize` copies into a new model (a
+  # `bert.checkpoints.BertCheckpoint`, loaded when the task is built); None:
+  # the model keeps its random initial weights.
+  initial_checkpoint = None
+
   def initialize(self, model: tf_keras.Model) -> None:
-    """Loads initial weights (e.g. a pre-trained encoder); default: none."""
+    """Copies `initial_checkpoint` into a newly built model."""
+    if self.initial_checkpoint is not None:
+      init_from_checkpoint(model, self.initial_checkpoint)
 
   def eval_outputs(self, features: Mapping[str, tf.Tensor],
                    outputs: Mapping[str, tf.Tensor]

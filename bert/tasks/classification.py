@@ -8,7 +8,7 @@ writes `test_results.tsv` with one line of class probabilities per example.
 """
 
 import os
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import gin
 import numpy as np
@@ -20,9 +20,11 @@ from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import example_weights
 from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.tasks.objectives import classification_stats
+from bert.tasks.configs import (ClassificationData, EncoderSource,
+                                FinetuningInputs, HeadConfig, ScheduleConfig,
+                                or_default)
 from bert.tasks.finetuning import FinetuningTask
-from bert.validation import (ConfigError, check_bool, check_int, check_labels,
-                             check_str)
+from bert.validation import ConfigError
 from bert.tasks.metrics import classification_metrics, regression_metrics
 
 
@@ -31,72 +33,47 @@ class ClassificationTask(FinetuningTask):
   """Fine-tunes a BERT encoder on a GLUE task or on generic labelled files.
 
   Args:
-    glue_task: a GLUE task name (cola, sst-2, mrpc, qqp, sts-b, mnli, qnli,
-      rte, wnli); reads `data_dir`/train.tsv, dev.tsv (MNLI: dev_matched.tsv),
-      test.tsv. Or None, with `train_file`/`eval_file`/`predict_file` and the
-      column names for `read_generic`.
-    labels: class names (generic data); None for GLUE (fixed) or regression.
-    max_train_examples: use only the first N training examples (0 = all).
-    num_train_epochs: sets the run length when RuntimeConfig.train_steps is
-      not given.
-    Others: see FinetuningTask (init_checkpoint, bert_config, vocab_file,
-      do_lower_case, seq_length, batch sizes, dropout_rate, seed).
+    data: a `ClassificationData` (a GLUE task, or files, columns and labels).
+    encoder, inputs, head, schedule: see `FinetuningTask`.
   """
 
   loss_names = ("loss",)
   packable = True
   stat_names = ("loss", "accuracy")
 
-  def __init__(self, glue_task: Optional[str] = None, data_dir: str = "",
-               train_file: str = "", eval_file: str = "", predict_file: str = "",
-               text_a_column: str = "sentence", text_b_column: Optional[str] = None,
-               label_column: str = "label", labels: Optional[Sequence[str]] = None,
-               regression: bool = False, max_train_examples: int = 0, **kwargs):
-    owner = "ClassificationTask"
-    check_str(owner, "glue_task", glue_task, optional=True)
-    for name, value in (("data_dir", data_dir), ("train_file", train_file),
-                        ("eval_file", eval_file), ("predict_file", predict_file),
-                        ("text_a_column", text_a_column),
-                        ("label_column", label_column)):
-      check_str(owner, name, value)
-    check_str(owner, "text_b_column", text_b_column, optional=True)
-    check_bool(owner, "regression", regression)
-    check_int(owner, "max_train_examples", max_train_examples, minimum=0)
-    check_labels(owner, labels)
-    self.glue_task = glue_task
-    self.layout = cd.glue_layout(glue_task) if glue_task else None
-    self.data_dir = data_dir
-    self.max_train_examples = max_train_examples
-    self.files = dict(train=train_file, eval=eval_file, predict=predict_file)
-    self.columns = (text_a_column, text_b_column, label_column)
+  def __init__(self, data: Optional[ClassificationData] = None,
+               encoder: Optional[EncoderSource] = None,
+               inputs: Optional[FinetuningInputs] = None,
+               head: Optional[HeadConfig] = None,
+               schedule: Optional[ScheduleConfig] = None):
+    data = or_default("ClassificationTask", "data", data, ClassificationData)
+    self.glue_task = data.glue_task
+    self.layout = cd.glue_layout(data.glue_task) if data.glue_task else None
     if self.layout is not None:
       self.labels = (list(self.layout.labels) if self.layout.labels is not None
                      else None)
       self.metric_names = tuple(self.layout.metrics)
     else:
-      self.labels = None if regression else list(labels or [])
-      if not regression and not self.labels:
-        raise ConfigError("ClassificationTask: give labels (class names) or "
-                          "regression=True for generic data")
-      self.metric_names = (("pearson", "spearman") if regression
+      self.labels = None if data.regression else list(data.labels)
+      self.metric_names = (("pearson", "spearman") if data.regression
                            else ("accuracy", "f1") if len(self.labels) == 2
                            else ("accuracy",))
     self.regression = self.labels is None
     self.num_classes = 1 if self.regression else len(self.labels)
     if self.regression:
       self.stat_names = ("loss",)
-    super().__init__(**kwargs)
+    super().__init__(data, encoder, inputs, head, schedule)
 
   # ------------------------------------------------------------------ data
   def _path(self, split: str) -> str:
     if self.layout is None:
       path = self.files[split]
       if not path:
-        raise ConfigError(f"ClassificationTask.{split}_file is not set")
+        raise ConfigError(f"ClassificationData.{split}_file is not set")
       return path
     name = {"train": "train.tsv", "eval": self.layout.dev_files[0],
             "predict": self.layout.test_files[0]}[split]
-    return os.path.join(self.data_dir, name)
+    return os.path.join(self.data.data_dir, name)
 
   def source_file(self, split):
     return self._path(split)
@@ -111,11 +88,12 @@ class ClassificationTask(FinetuningTask):
       examples = cd.read_glue(self.glue_task, path,
                               "test" if split == "predict" else split)
     else:
-      a, b, label = self.columns
-      examples = cd.read_generic(path, a, b, None if split == "predict" else label,
-                                 labels=self.labels)
-    if split == "train" and self.max_train_examples:
-      examples = examples[:self.max_train_examples]
+      d = self.data
+      examples = cd.read_generic(
+          path, d.text_a_column, d.text_b_column,
+          None if split == "predict" else d.label_column, labels=self.labels)
+    if split == "train" and self.data.max_train_examples:
+      examples = examples[:self.data.max_train_examples]
     return examples
 
   def encode(self, split):
@@ -135,13 +113,13 @@ class ClassificationTask(FinetuningTask):
   # ----------------------------------------------------------------- model
   def preprocessor(self):
     pairs = (self.layout.text_b is not None if self.layout is not None
-             else self.columns[1] is not None)
+             else self.data.text_b_column is not None)
     return TextClassifierPreprocessor(labels=self.labels, text_pairs=pairs,
                                       **self._preprocessor_args())
 
   def build_model(self):
     return BertClassifier(BertEncoder(self.config), self.num_classes,
-                          dropout_rate=self.dropout_rate)
+                          dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):
     return dict(loss=tf.reduce_sum(example_weights(features, features["label"])))

@@ -7,6 +7,7 @@ cross-entropy; the metric is accuracy; predict mode writes
 """
 
 import os
+from typing import Optional
 
 import gin
 import numpy as np
@@ -17,37 +18,37 @@ from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.tasks.base import softmax_stats
-from bert.tasks.finetuning import FinetuningTask, split_files
+from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
+                                MultipleChoiceData, ScheduleConfig, or_default)
+from bert.tasks.finetuning import FinetuningTask
 from bert.data.errors import DataError
-from bert.validation import ConfigError, check_int, check_str
+from bert.validation import ConfigError
 
 
 @gin.configurable
 class MultipleChoiceTask(FinetuningTask):
-  """Args: train_file, eval_file, predict_file (SWAG CSV), data_dir,
-  num_choices; the rest as FinetuningTask."""
+  """Args:
+    data: a `MultipleChoiceData` (SWAG CSV files, num_choices).
+    encoder, inputs, head, schedule: see `FinetuningTask`.
+  """
 
   loss_names = ("loss",)
   stat_names = ("loss", "accuracy")
 
-  def __init__(self, train_file: str = "", eval_file: str = "",
-               predict_file: str = "", data_dir: str = "", num_choices: int = 4,
-               **kwargs):
-    owner = "MultipleChoiceTask"
-    for name, value in (("train_file", train_file), ("eval_file", eval_file),
-                        ("predict_file", predict_file), ("data_dir", data_dir)):
-      check_str(owner, name, value)
-    check_int(owner, "num_choices", num_choices, minimum=2)
-    self.files = split_files(data_dir, train=train_file, eval=eval_file,
-                             predict=predict_file)
-    self.num_choices = num_choices
+  def __init__(self, data: Optional[MultipleChoiceData] = None,
+               encoder: Optional[EncoderSource] = None,
+               inputs: Optional[FinetuningInputs] = None,
+               head: Optional[HeadConfig] = None,
+               schedule: Optional[ScheduleConfig] = None):
+    data = or_default("MultipleChoiceTask", "data", data, MultipleChoiceData)
+    self.num_choices = data.num_choices
     self._examples = {}
-    super().__init__(**kwargs)
+    super().__init__(data, encoder, inputs, head, schedule)
 
   def examples(self, split):
     if split not in self._examples:
       if not self.files[split]:
-        raise ConfigError(f"MultipleChoiceTask.{split}_file is not set")
+        raise ConfigError(f"MultipleChoiceData.{split}_file is not set")
       self._examples[split] = cd.read_swag(self.files[split], self.num_choices)
     return self._examples[split]
 
@@ -74,7 +75,7 @@ class MultipleChoiceTask(FinetuningTask):
 
   def build_model(self):
     return BertMultipleChoice(BertEncoder(self.config),
-                              dropout_rate=self.dropout_rate)
+                              dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):
     return dict(loss=tf.cast(tf.shape(features["label"])[0], tf.float32))

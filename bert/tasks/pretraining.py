@@ -11,22 +11,20 @@ the global batch (all replicas and accumulated micro-batches; see
 reference's per-batch loss.
 """
 
-from typing import Dict, Mapping, Optional, Union
+from typing import Dict, Mapping, Optional
 
 import gin
 import numpy as np
 import tensorflow as tf
 
-from bert.checkpoints import check_vocab_size, init_from_checkpoint
-from bert.config import BertConfig, resolve_bert_config
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import list_files, pretraining_dataset
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import Stats, Task, example_weights, softmax_stats
-from bert.validation import (ConfigError, check_bool, check_float, check_int,
-                             check_str)
+from bert.tasks.configs import EncoderSource, PretrainingInputs, or_default
+from bert.validation import ConfigError
 
 
 def pretraining_stats(features: Mapping[str, tf.Tensor],
@@ -83,103 +81,72 @@ class PretrainingTask(Task):
   """Masked LM + next sentence prediction on google-research TFRecords.
 
   Args:
-    bert_config: a preset name ("bert_tiny", ...), a config json path, or a
-      BertConfig.
-    train_files, eval_files: TFRecord globs (comma-separated lists allowed).
-    seq_length, max_predictions_per_seq: as the records were written.
-    global_batch_size: examples per step over all replicas.
-    init_checkpoint: a checkpoint folder to start from (any loader format).
-    vocab_file: if given, its size must equal the config's vocab_size.
-      Required for dynamic masking.
-    seed: data order, shuffling and dynamic masks.
-    dynamic_masking: draw new masks in the pipeline for every batch (any
-      records; their static masks are undone first), with `masked_lm_prob`
-      and `do_whole_word_mask`. Evaluation keeps the records' masks.
+    encoder: an `EncoderSource`: `bert_config` (a preset name, config json
+      path or BertConfig) for a model from scratch, or `init_checkpoint` (any
+      loader format) to start from; `vocab_file`, if given (required for
+      dynamic masking), must match the config's vocab_size.
+    inputs: `PretrainingInputs`: the records, batch sizes, seed and dynamic
+      masking (new masks in the pipeline for every batch; the records' static
+      masks are undone first). Evaluation keeps the records' masks.
   """
 
   loss_names = ("masked_lm_loss", "next_sentence_loss")
   stat_names = ("masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                 "next_sentence_accuracy")
 
-  def __init__(self, bert_config: Union[str, BertConfig] = "bert_tiny",
-               train_files: str = "", eval_files: str = "",
-               seq_length: int = 128, max_predictions_per_seq: int = 20,
-               global_batch_size: int = 32, eval_batch_size: Optional[int] = None,
-               init_checkpoint: Optional[str] = None,
-               vocab_file: Optional[str] = None, seed: Optional[int] = 42,
-               shuffle_buffer: int = 10_000, dynamic_masking: bool = False,
-               masked_lm_prob: float = 0.15, do_whole_word_mask: bool = False):
+  def __init__(self, encoder: Optional[EncoderSource] = None,
+               inputs: Optional[PretrainingInputs] = None):
     owner = "PretrainingTask"
-    for name, value in (("seq_length", seq_length),
-                        ("max_predictions_per_seq", max_predictions_per_seq),
-                        ("global_batch_size", global_batch_size),
-                        ("shuffle_buffer", shuffle_buffer)):
-      check_int(owner, name, value, minimum=1)
-    check_int(owner, "eval_batch_size", eval_batch_size, minimum=1,
-              optional=True)
-    check_int(owner, "seed", seed, minimum=0, optional=True)
-    check_float(owner, "masked_lm_prob", masked_lm_prob, 0, 1, min_open=True)
-    check_bool(owner, "dynamic_masking", dynamic_masking)
-    check_bool(owner, "do_whole_word_mask", do_whole_word_mask)
-    for name, value in (("train_files", train_files),
-                        ("eval_files", eval_files)):
-      check_str(owner, name, value)
-    check_str(owner, "init_checkpoint", init_checkpoint, optional=True)
-    check_str(owner, "vocab_file", vocab_file, optional=True)
-    if max_predictions_per_seq > seq_length:
-      raise ConfigError(f"PretrainingTask.max_predictions_per_seq="
-                        f"{max_predictions_per_seq} exceeds seq_length="
-                        f"{seq_length}")
-    self.config = resolve_bert_config(bert_config)
-    if seq_length > self.config.max_position_embeddings:
-      raise ConfigError(f"PretrainingTask.seq_length={seq_length} exceeds "
-                        "max_position_embeddings="
-                        f"{self.config.max_position_embeddings}")
-    if vocab_file is not None:
-      check_vocab_size(vocab_file, self.config)
-    for name, pattern in (("train_files", train_files),
-                          ("eval_files", eval_files)):
+    source = or_default(owner, "encoder", encoder, EncoderSource)
+    self.inputs = inputs = or_default(owner, "inputs", inputs, PretrainingInputs)
+    for name, pattern in (("train_files", inputs.train_files),
+                          ("eval_files", inputs.eval_files)):
       if pattern:   # checked now, before a run creates its model_dir
         try:
           list_files(pattern)
         except (FileNotFoundError, ValueError) as e:
-          raise type(e)(f"PretrainingTask.{name}: {e}") from None
-    self.train_files = train_files
-    self.eval_files = eval_files
-    self.seq_length = seq_length
-    self.max_predictions_per_seq = max_predictions_per_seq
-    self._global_batch_size = global_batch_size
-    self.eval_batch_size = eval_batch_size or global_batch_size
-    self.init_checkpoint = init_checkpoint
-    self.seed = seed
-    self.shuffle_buffer = shuffle_buffer
+          raise type(e)(f"PretrainingInputs.{name}: {e}") from None
+    encoder = source.load(owner, with_heads=True)
+    self.config = encoder.config
+    self.initial_checkpoint = encoder.checkpoint
+    if inputs.seq_length > self.config.max_position_embeddings:
+      raise ConfigError(f"{owner}: PretrainingInputs.seq_length="
+                        f"{inputs.seq_length} exceeds max_position_embeddings="
+                        f"{self.config.max_position_embeddings}")
+    self.seq_length = inputs.seq_length
+    self.max_predictions_per_seq = inputs.max_predictions_per_seq
+    self.eval_batch_size = inputs.eval_batch_size or inputs.global_batch_size
     self.masker = None
-    if dynamic_masking:
-      if vocab_file is None:
-        raise ConfigError("PretrainingTask.dynamic_masking needs vocab_file")
-      self.masker = DynamicMasker(vocab_file, max_predictions_per_seq,
-                                  masked_lm_prob, do_whole_word_mask,
-                                  seed=seed or 0)
+    if inputs.dynamic_masking:
+      if encoder.vocab_file is None:
+        raise ConfigError(f"{owner}: PretrainingInputs.dynamic_masking needs "
+                          "a vocab (EncoderSource.vocab_file)")
+      self.masker = DynamicMasker(encoder.vocab_file,
+                                  inputs.max_predictions_per_seq,
+                                  inputs.masked_lm_prob,
+                                  inputs.do_whole_word_mask,
+                                  seed=inputs.seed or 0)
 
   @property
   def global_batch_size(self) -> int:
-    return self._global_batch_size
+    return self.inputs.global_batch_size
 
   def build_model(self):
     return BertPretrainer(BertEncoder(self.config))
 
   def build_inputs(self, input_context, training, start_step=0):
     pipelines = input_context.num_input_pipelines if input_context else 1
-    files = self.train_files if training else self.eval_files
+    inputs = self.inputs
+    files = inputs.train_files if training else inputs.eval_files
     if not files:
-      raise ConfigError("PretrainingTask." + ("train_files" if training else
-                                             "eval_files") + " is not set")
+      raise ConfigError("PretrainingInputs." + ("train_files" if training else
+                                               "eval_files") + " is not set")
     return pretraining_dataset(
         files, self.seq_length, self.max_predictions_per_seq,
-        self._global_batch_size if training else self.eval_batch_size,
-        is_training=training, input_context=input_context, seed=self.seed,
-        shuffle_buffer=self.shuffle_buffer,
-        skip_examples=start_step * self._global_batch_size // pipelines
+        inputs.global_batch_size if training else self.eval_batch_size,
+        is_training=training, input_context=input_context, seed=inputs.seed,
+        shuffle_buffer=inputs.shuffle_buffer,
+        skip_examples=start_step * inputs.global_batch_size // pipelines
         if training else 0,
         masker=self.masker if training else None)
 
@@ -189,7 +156,7 @@ class PretrainingTask(Task):
             + PACKED_ROW_INPUTS if k in features}
 
   def describe_batch(self, features):
-    files = list_files(self.train_files)
+    files = list_files(self.inputs.train_files)
     used = sorted({int(i) for i in np.asarray(features["source_file"])})
     return "records of " + ", ".join(files[i] for i in used)
 
@@ -202,7 +169,3 @@ class PretrainingTask(Task):
 
   def compute_stats(self, features, outputs):
     return pretraining_stats(features, outputs)
-
-  def initialize(self, model):
-    if self.init_checkpoint:
-      init_from_checkpoint(model, self.init_checkpoint)

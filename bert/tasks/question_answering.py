@@ -25,66 +25,48 @@ from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
 from bert.models.preprocessors import SpanLabelerPreprocessor
-from bert.tasks.finetuning import FinetuningTask, split_files
+from bert.tasks.configs import (AnswerConfig, EncoderSource, FinetuningInputs,
+                                HeadConfig, ScheduleConfig, SquadData,
+                                or_default)
+from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.objectives import span_stats
-from bert.validation import (ConfigError, check_bool, check_float, check_int,
-                             check_str)
+from bert.validation import ConfigError
 
 
 @gin.configurable
 class QuestionAnsweringTask(FinetuningTask):
   """Args:
-    train_file, eval_file, predict_file: SQuAD json files (data_dir-relative).
-    train_fraction: when train_file == eval_file, the fraction of its articles
-      to train on; evaluation uses the others.
-    version_2: SQuAD 2.0 (no-answer questions, null score).
-    doc_stride, max_query_length, n_best_size, max_answer_length,
-    null_score_diff_threshold: as google-research run_squad.py.
-    Others: see FinetuningTask (seq_length is max_seq_length).
+    data: a `SquadData`: SQuAD json files (data_dir-relative), SQuAD 2.0 or
+      not, the article split and the windowing (doc_stride, max_query_length).
+    answers: an `AnswerConfig` (the answer search of evaluation and predict).
+    encoder, inputs, head, schedule: see `FinetuningTask`
+      (`FinetuningInputs.seq_length` is max_seq_length, default 384).
   """
 
   loss_names = ("loss",)
   stat_names = ("loss", "start_accuracy", "end_accuracy")
   sequence_outputs = ("start_logits", "end_logits")
+  default_seq_length = 384
 
-  def __init__(self, train_file: str = "", eval_file: str = "",
-               predict_file: str = "", data_dir: str = "",
-               train_fraction: float = 0.8, version_2: bool = False,
-               doc_stride: int = 128, max_query_length: int = 64,
-               n_best_size: int = 20, max_answer_length: int = 30,
-               null_score_diff_threshold: float = 0.0, seq_length: int = 384,
-               **kwargs):
+  def __init__(self, data: Optional[SquadData] = None,
+               answers: Optional[AnswerConfig] = None,
+               encoder: Optional[EncoderSource] = None,
+               inputs: Optional[FinetuningInputs] = None,
+               head: Optional[HeadConfig] = None,
+               schedule: Optional[ScheduleConfig] = None):
     owner = "QuestionAnsweringTask"
-    for name, value in (("train_file", train_file), ("eval_file", eval_file),
-                        ("predict_file", predict_file), ("data_dir", data_dir)):
-      check_str(owner, name, value)
-    check_float(owner, "train_fraction", train_fraction, 0, 1, min_open=True,
-                max_open=True)
-    check_bool(owner, "version_2", version_2)
-    for name, value in (("doc_stride", doc_stride),
-                        ("max_query_length", max_query_length),
-                        ("n_best_size", n_best_size),
-                        ("max_answer_length", max_answer_length)):
-      check_int(owner, name, value, minimum=1)
-    check_float(owner, "null_score_diff_threshold", null_score_diff_threshold)
-    check_int(owner, "seq_length", seq_length, minimum=1)
-    if max_query_length + 3 >= seq_length:
-      raise ConfigError(f"{owner}.max_query_length={max_query_length} leaves "
-                        f"no room for the context in seq_length={seq_length} "
-                        "(query + context + 3 special tokens)")
-    self.files = split_files(data_dir, train=train_file, eval=eval_file,
-                             predict=predict_file)
-    self.train_fraction = train_fraction
-    self.version_2 = version_2
-    self.doc_stride = doc_stride
-    self.max_query_length = max_query_length
-    self.n_best_size = n_best_size
-    self.max_answer_length = max_answer_length
-    self.null_score_diff_threshold = null_score_diff_threshold
+    data = or_default(owner, "data", data, SquadData)
+    self.answers = or_default(owner, "answers", answers, AnswerConfig)
+    self.version_2 = data.version_2
     self._examples: Dict[str, List[squad_examples.SquadExample]] = {}
     self._meta: Dict[str, List[dict]] = {}
     self.last_predictions = None
-    super().__init__(seq_length=seq_length, **kwargs)
+    super().__init__(data, encoder, inputs, head, schedule)
+    if data.max_query_length + 3 >= self.seq_length:
+      raise ConfigError(f"{owner}: SquadData.max_query_length="
+                        f"{data.max_query_length} leaves no room for the "
+                        f"context in seq_length={self.seq_length} (query + "
+                        "context + 3 special tokens)")
 
   # ------------------------------------------------------------------ data
   def articles(self, split: str) -> Optional[List[str]]:
@@ -93,7 +75,7 @@ class QuestionAnsweringTask(FinetuningTask):
       return None
     train, held_out = squad_examples.split_articles(
         squad_examples.article_titles(self.files["train"]),
-        self.train_fraction, self.seed)
+        self.data.train_fraction, self.inputs.seed)
     return train if split == "train" else held_out
 
   def examples(self, split: str) -> List[squad_examples.SquadExample]:
@@ -103,7 +85,7 @@ class QuestionAnsweringTask(FinetuningTask):
         self._examples[split] = self.examples("eval")
       else:
         if not self.files[split]:
-          raise ConfigError(f"QuestionAnsweringTask.{split}_file is not set")
+          raise ConfigError(f"SquadData.{split}_file is not set")
         self._examples[split] = squad_examples.read_squad(
             self.files[split], self.articles(split))
     return self._examples[split]
@@ -115,18 +97,21 @@ class QuestionAnsweringTask(FinetuningTask):
 
   def encode(self, split):
     arrays, meta = squad_examples.encode_examples(
-        self.examples(split), self.tokenizer, self.seq_length, self.doc_stride,
-        self.max_query_length, training=split != "predict")
+        self.examples(split), self.tokenizer, self.seq_length,
+        self.data.doc_stride, self.data.max_query_length,
+        training=split != "predict")
     self._meta[split] = meta
     return arrays
 
   # ----------------------------------------------------------------- model
   def preprocessor(self):
     return SpanLabelerPreprocessor(
-        doc_stride=self.doc_stride, max_query_length=self.max_query_length,
-        n_best_size=self.n_best_size, max_answer_length=self.max_answer_length,
+        doc_stride=self.data.doc_stride,
+        max_query_length=self.data.max_query_length,
+        n_best_size=self.answers.n_best_size,
+        max_answer_length=self.answers.max_answer_length,
         version_2=self.version_2,
-        null_score_diff_threshold=self.null_score_diff_threshold,
+        null_score_diff_threshold=self.answers.null_score_diff_threshold,
         **self._preprocessor_args())
 
   def build_model(self):
@@ -153,8 +138,8 @@ class QuestionAnsweringTask(FinetuningTask):
       raise AssertionError(f"{len(order)} evaluated windows, {len(meta)} encoded")
     return squad_eval.postprocess(
         self.examples(split), meta, start_logits[order], end_logits[order],
-        self.n_best_size, self.max_answer_length, self.version_2,
-        self.null_score_diff_threshold)
+        self.answers.n_best_size, self.answers.max_answer_length,
+        self.version_2, self.answers.null_score_diff_threshold)
 
   def eval_metrics(self, collected):
     predictions, nbest, null_odds = self._answers(

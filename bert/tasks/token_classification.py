@@ -21,8 +21,10 @@ from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.tasks.objectives import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
-from bert.tasks.finetuning import FinetuningTask, split_files
-from bert.validation import ConfigError, check_labels, check_str
+from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
+                                ScheduleConfig, TaggingData, or_default)
+from bert.tasks.finetuning import FinetuningTask
+from bert.validation import ConfigError
 
 
 def entity_metrics(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
@@ -39,11 +41,10 @@ class TokenClassificationTask(FinetuningTask):
   """Fine-tunes a BERT encoder to tag words (e.g. WNUT-17, CoNLL-2003).
 
   Args:
-    train_file, eval_file, predict_file: CoNLL files (the predict file may
-      have tags; they are then written next to the predictions).
-    data_dir: joined to relative file names.
-    labels: tag set; default: the training file's tags ("O" first).
-    Others: see FinetuningTask.
+    data: a `TaggingData`: CoNLL files (the predict file may have tags; they
+      are then written next to the predictions) and the tag set (default: the
+      training file's tags, "O" first).
+    encoder, inputs, head, schedule: see `FinetuningTask`.
   """
 
   loss_names = ("loss",)
@@ -52,19 +53,15 @@ class TokenClassificationTask(FinetuningTask):
   stat_names = ("loss", "accuracy")
   sequence_outputs = ("logits",)
 
-  def __init__(self, train_file: str = "", eval_file: str = "",
-               predict_file: str = "", data_dir: str = "",
-               labels: Optional[Sequence[str]] = None, **kwargs):
-    owner = "TokenClassificationTask"
-    for name, value in (("train_file", train_file), ("eval_file", eval_file),
-                        ("predict_file", predict_file), ("data_dir", data_dir)):
-      check_str(owner, name, value)
-    labels = check_labels(owner, labels)
-    self.files = split_files(data_dir, train=train_file, eval=eval_file,
-                             predict=predict_file)
-    self._labels = list(labels) if labels else None
+  def __init__(self, data: Optional[TaggingData] = None,
+               encoder: Optional[EncoderSource] = None,
+               inputs: Optional[FinetuningInputs] = None,
+               head: Optional[HeadConfig] = None,
+               schedule: Optional[ScheduleConfig] = None):
+    data = or_default("TokenClassificationTask", "data", data, TaggingData)
+    self._labels = list(data.labels) if data.labels else None
     self._sentences: Dict[str, List[ner_data.Sentence]] = {}
-    super().__init__(**kwargs)
+    super().__init__(data, encoder, inputs, head, schedule)
 
   @property
   def labels(self) -> List[str]:
@@ -76,7 +73,7 @@ class TokenClassificationTask(FinetuningTask):
     if split not in self._sentences:
       path = self.files[split]
       if not path:
-        raise ConfigError(f"TokenClassificationTask.{split}_file is not set")
+        raise ConfigError(f"TaggingData.{split}_file is not set")
       sentences = ner_data.read_conll(path, has_tags=split != "predict" or None)
       self._sentences[split] = sentences
       has_tags = sentences[0].tags is not None
@@ -99,7 +96,7 @@ class TokenClassificationTask(FinetuningTask):
 
   def build_model(self):
     return BertTokenClassifier(BertEncoder(self.config), len(self.labels),
-                               dropout_rate=self.dropout_rate)
+                               dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):
     return dict(loss=tf.reduce_sum(token_weights(features["label_ids"])))

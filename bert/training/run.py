@@ -83,7 +83,7 @@ class RuntimeConfig:
 @gin.configurable
 def build_task(task_class=gin.REQUIRED) -> Task:
   """The task of a gin-configured run: `build_task.task_class = @PretrainingTask`
-  (its own parameters bound as `PretrainingTask.x = ...`)."""
+  (its configs bound by concern, `EncoderSource.x = ...`: bert.tasks.configs)."""
   return task_class()
 
 

@@ -1,13 +1,16 @@
 """The Keras path: `compile()` with the recipe, `fit` equal to the custom
 training loop, the schedule over the steps `fit` runs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert.tasks.configs import HeadConfig
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from tasks.classification_test import WORDS, make_task
+from tasks._tasks import INPUTS, WORDS, make_task
 
 
 def _weights_after_custom_loop(task, model_dir, steps, seed):
@@ -49,7 +52,8 @@ def test_eight_fit_steps_equal_eight_custom_loop_steps(tmp_path):
   schedule (10% warmup, linear decay over the run), one clipping, one loss:
   8 steps of `fit` with `compile()`'s defaults land on the weights of 8
   steps of `run_experiment` with `OptimizerConfig()`'s."""
-  task = make_task(tmp_path, dropout_rate=0.0, group_by_length=False)
+  task = make_task(tmp_path, head=HeadConfig(dropout_rate=0.0),
+                   inputs=dataclasses.replace(INPUTS, group_by_length=False))
   task.config.hidden_dropout_prob = task.config.attention_probs_dropout_prob = 0.0
   expected = _weights_after_custom_loop(task, str(tmp_path / "loop"), 8, seed=3)
   model, got, history = _weights_after_fit(task, 8, seed=3)
@@ -113,12 +117,13 @@ def test_same_seed_same_run_on_raw_strings(tmp_path):
   and `run_experiment` at one global seed draw the same batches, head and
   dropout masks, so they end on the same weights. A different data order
   (`shuffle=False`) ends elsewhere."""
-  task = make_task(tmp_path, epochs=1, length_buckets=(8, 16, 32))
+  task = make_task(tmp_path, epochs=1, inputs=dataclasses.replace(
+      INPUTS, length_buckets=(8, 16, 32)))
   path = str(tmp_path / "data0.tsv")         # the task's train file
   _write_varied_rows(path)                   # 256 rows: 16 steps of 16
   lengths = task.features("train")["input_mask"].sum(-1)
   assert len(set(np.searchsorted([8, 16, 32], lengths))) == 3
-  assert task.config.hidden_dropout_prob > 0 and task.dropout_rate > 0
+  assert task.config.hidden_dropout_prob > 0 and task.head.dropout_rate > 0
   expected = _weights_after_custom_loop(task, str(tmp_path / "loop"), 16, seed=5)
   steps, got = _weights_after_raw_fit(task, path, seed=5)
   assert steps == 16

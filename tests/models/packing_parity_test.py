@@ -12,6 +12,8 @@ from bert.features import ENCODER_INPUTS
 from bert.models import BertClassifier, BertPretrainer
 from bert.networks import BertEncoder
 from bert.tasks import ClassificationTask
+from bert.tasks.configs import (ClassificationData, EncoderSource,
+                                FinetuningInputs, HeadConfig)
 from bert.tasks.pretraining import pretraining_stats
 from conftest import max_abs_diff, minilm_dir, small_config
 
@@ -112,10 +114,13 @@ def _assert_same_grads(model, g1, g2):
 
 def test_packed_classifier_logits_loss_and_gradients_equal_unpacked():
   task = ClassificationTask(
-      bert_config=small_config(vocab_size=30522, hidden_dropout_prob=0.0,
-                               attention_probs_dropout_prob=0.0),
-      vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True,
-      seq_length=SEQ, labels=["a", "b", "c"], dropout_rate=0.0)
+      data=ClassificationData(labels=("a", "b", "c")),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522, hidden_dropout_prob=0.0,
+                                   attention_probs_dropout_prob=0.0),
+          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=SEQ), head=HeadConfig(dropout_rate=0.0))
   model = task.build_model()
   assert isinstance(model, BertClassifier)
   f = examples(vocab=30522)

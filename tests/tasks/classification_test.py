@@ -1,5 +1,6 @@
 """ClassificationTask end to end: train, evaluate, predict, initialise."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -8,43 +9,12 @@ import tensorflow as tf
 
 from bert import checkpoints
 from bert.tasks import ClassificationTask
+from bert.tasks.configs import (ClassificationData, EncoderSource,
+                                FinetuningInputs, HeadConfig, ScheduleConfig)
 from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
                            run_experiment)
 from conftest import minilm_dir, small_config
-
-WORDS = ("the movie was a story of people and places with some music and "
-         "long scenes").split()
-
-
-def write_data(folder, n, seed, regression=False):
-  rng = np.random.RandomState(seed)
-  rows = ["text\tlabel"]
-  for _ in range(n):
-    words = list(rng.choice(WORDS, 8))
-    good = rng.rand() < 0.5
-    words.insert(rng.randint(0, 8), "good" if good else "bad")
-    label = (f"{4.0 if good else 1.0}" if regression
-             else ("pos" if good else "neg"))
-    rows.append(" ".join(words) + "\t" + label)
-  path = os.path.join(folder, f"data{seed}.tsv")
-  with open(path, "w") as f:
-    f.write("\n".join(rows) + "\n")
-  return path
-
-
-def make_task(tmp_path, regression=False, epochs=4, labels=("neg", "pos"),
-              task_class=ClassificationTask, **kwargs):
-  vocab = os.path.join(minilm_dir(), "vocab.txt")
-  return task_class(
-      bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-      vocab_file=vocab, do_lower_case=True, seq_length=32, global_batch_size=16,
-      eval_batch_size=32, train_file=write_data(str(tmp_path), 256, 0, regression),
-      eval_file=write_data(str(tmp_path), 96, 1, regression),
-      predict_file=write_data(str(tmp_path), 40, 2, regression),
-      text_a_column="text", label_column="label",
-      labels=None if regression else list(labels), regression=regression,
-      num_train_epochs=epochs, **kwargs)
-
+from _tasks import make_task, small_encoder, write_data
 
 def test_classification_learns_and_predicts(tmp_path):
   task = make_task(tmp_path)
@@ -80,8 +50,10 @@ def test_regression_learns(tmp_path):
 
 def test_init_checkpoint_gives_encoder_weights_vocab_and_casing(tmp_path):
   task = ClassificationTask(
-      init_checkpoint=minilm_dir(), train_file=write_data(str(tmp_path), 8, 0),
-      text_a_column="text", label_column="label", labels=["neg", "pos"])
+      data=ClassificationData(train_file=write_data(str(tmp_path), 8, 0),
+                              text_a_column="text", label_column="label",
+                              labels=("neg", "pos")),
+      encoder=EncoderSource(init_checkpoint=minilm_dir()))
   assert task.tokenizer.lower_case is True
   model = task.build_model()
   task.initialize(model)
@@ -91,15 +63,24 @@ def test_init_checkpoint_gives_encoder_weights_vocab_and_casing(tmp_path):
 
 
 def test_bad_settings_are_named(tmp_path):
-  with pytest.raises(ValueError, match="labels"):
-    ClassificationTask(bert_config=small_config(), vocab_file="v", do_lower_case=True)
+  # Generic data without labels: refused by the data config, and by a task
+  # given none (its data then comes from the gin bindings: no labels).
+  with pytest.raises(ValueError, match=r"^ClassificationData: give labels"):
+    ClassificationData(train_file="t.tsv")
+  with pytest.raises(ValueError, match=r"^ClassificationData: give labels"):
+    ClassificationTask(encoder=EncoderSource(bert_config=small_config(),
+                                             vocab_file="v", do_lower_case=True))
   with pytest.raises(ValueError, match="unknown GLUE task"):
-    ClassificationTask(glue_task="squad", bert_config=small_config())
+    ClassificationTask(data=ClassificationData(glue_task="squad"),
+                       encoder=EncoderSource(bert_config=small_config()))
   with pytest.raises(ValueError, match="vocab .* has 30522 tokens but the "
                      "model.s vocab_size=100"):
-    ClassificationTask(bert_config=small_config(), labels=["a", "b"],
-                       vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
-                       do_lower_case=True, seq_length=32)
+    ClassificationTask(data=ClassificationData(labels=("a", "b")),
+                       encoder=EncoderSource(
+                           bert_config=small_config(),
+                           vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+                           do_lower_case=True),
+                       inputs=FinetuningInputs(seq_length=32))
 
 
 def test_resuming_with_another_label_count_names_the_checkpoint(tmp_path):
@@ -136,20 +117,29 @@ def test_nan_loss_names_the_lines_of_its_batch(tmp_path):
   assert all(lines[n - 1].endswith(("\t4.0", "\t1.0")) for n in data_lines)
 
 
-@pytest.mark.parametrize("field,value", [
-    ("global_batch_size", 0), ("global_batch_size", -8), ("eval_batch_size", 0),
-    ("seq_length", 0), ("num_train_epochs", 0), ("dropout_rate", 1.0),
-    ("max_per_row", 0), ("global_batch_size", 2.5)])
-def test_bad_numeric_fields_name_the_class_and_field(tmp_path, field, value):
-  args = dict(bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-              vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
-              do_lower_case=True, seq_length=32,
-              train_file=write_data(str(tmp_path), 8, 0),
-              text_a_column="text", label_column="label", labels=["neg", "pos"])
-  ClassificationTask(**args)                     # control: the rest is fine
-  args[field] = value
-  with pytest.raises(ValueError, match=rf"^ClassificationTask\.{field} must be"):
-    ClassificationTask(**args)
+@pytest.mark.parametrize("config_class,field,value", [
+    (FinetuningInputs, "global_batch_size", 0),
+    (FinetuningInputs, "global_batch_size", -8),
+    (FinetuningInputs, "eval_batch_size", 0),
+    (FinetuningInputs, "seq_length", 0),
+    (ScheduleConfig, "num_train_epochs", 0),
+    (HeadConfig, "dropout_rate", 1.0),
+    (FinetuningInputs, "max_per_row", 0),
+    (FinetuningInputs, "global_batch_size", 2.5)])
+def test_bad_numeric_fields_name_the_class_and_field(tmp_path, config_class,
+                                                     field, value):
+  configs = dict(
+      data=ClassificationData(train_file=write_data(str(tmp_path), 8, 0),
+                              text_a_column="text", label_column="label",
+                              labels=("neg", "pos")),
+      encoder=small_encoder(), inputs=FinetuningInputs(seq_length=32),
+      head=HeadConfig(), schedule=ScheduleConfig())
+  ClassificationTask(**configs)                  # control: the rest is fine
+  concern = next(k for k, c in configs.items() if isinstance(c, config_class))
+  with pytest.raises(ValueError,
+                     match=rf"^{config_class.__name__}\.{field} must be"):
+    ClassificationTask(**dict(configs, **{concern: dataclasses.replace(
+        configs[concern], **{field: value})}))
 
 
 def test_failed_predict_leaves_no_earlier_predictions(tmp_path):

@@ -2,7 +2,7 @@
 gradients and predictions of full-length batches, and training batches hold
 examples of one bucket, resuming at the right batch."""
 
-import os
+import dataclasses
 
 import numpy as np
 import pytest
@@ -10,52 +10,23 @@ import tensorflow as tf
 
 from bert.tasks import ClassificationTask, QuestionAnsweringTask
 from bert.data.length_buckets import default_length_buckets
+from bert.tasks.configs import (ClassificationData, FinetuningInputs,
+                                HeadConfig, SquadData, TaggingData)
 from bert.tasks.token_classification import TokenClassificationTask
-from conftest import max_abs_diff, minilm_dir, shared_data, small_config
-
-SEQ = 128
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
-
-
-def write_conll(path, n, seed):
-  """Sentences of 1 to 60 words, so rows fall into several buckets."""
-  rng = np.random.RandomState(seed)
-  words = ["we", "went", "to", "see", "the", "show", "in", "paris", "today"]
-  lines = []
-  for _ in range(n):
-    for _ in range(int(rng.choice([rng.randint(1, 10), rng.randint(20, 60)]))):
-      word = str(rng.choice(words))
-      lines.append(f"{word}\t{'B-location' if word == 'paris' else 'O'}")
-    lines.append("")
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
-
-
-def ner_task(tmp_path, **kwargs):
-  data = write_conll(tmp_path / "d.conll", 96, 0)
-  kwargs.setdefault("bert_config", small_config(vocab_size=30522,
-                                                max_position_embeddings=SEQ))
-  return TokenClassificationTask(
-      train_file=data, eval_file=data, predict_file=data, vocab_file=vocab(),
-      do_lower_case=True, seq_length=SEQ, global_batch_size=8,
-      eval_batch_size=16, **kwargs)
-
+from conftest import max_abs_diff, shared_data
+from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task
 
 def test_default_buckets_and_bad_buckets_are_named():
   assert default_length_buckets(128) == (32, 64, 96, 128)
   assert default_length_buckets(384) == (32, 64, 96, 128, 192, 256, 320, 384)
   assert default_length_buckets(100) == (32, 64, 96, 100)
   assert default_length_buckets(1024)[-3:] == (768, 896, 1024)
-  with pytest.raises(ValueError, match=r"TokenClassificationTask.length_buckets "
+  with pytest.raises(ValueError, match=r"FinetuningInputs.length_buckets "
                      r"must be increasing positive lengths ending at "
-                     r"seq_length=128, got \[64, 32, 128\]"):
+                     r"seq_length=128, got \(64, 32, 128\)"):
     TokenClassificationTask(
-        bert_config=small_config(max_position_embeddings=SEQ),
-        vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
-        length_buckets=[64, 32, 128])
+        data=TaggingData(), encoder=encoder_source(),
+        inputs=FinetuningInputs(seq_length=SEQ, length_buckets=(64, 32, 128)))
 
 
 def test_bucket_summary_counts_rows_and_saved_positions():
@@ -94,7 +65,8 @@ def test_training_batches_are_cut_grouped_and_resume(tmp_path):
 
 def test_cut_batches_give_full_length_losses_and_gradients(tmp_path):
   task = ner_task(tmp_path)
-  full = ner_task(tmp_path, length_buckets=[SEQ])
+  full = ner_task(tmp_path,
+                  inputs=dataclasses.replace(NER_INPUTS, length_buckets=(SEQ,)))
   model = task.build_model()
   data = task.features("eval")
   for cut_batch, full_batch in zip(
@@ -122,13 +94,14 @@ def test_cut_batches_give_full_length_losses_and_gradients(tmp_path):
 
 def test_cut_predictions_equal_full_length_ones(tmp_path):
   path = shared_data("squad", "dev-v1.1.json")
-  kwargs = dict(train_file=path, eval_file=path, train_fraction=0.96, seed=1,
-                bert_config=small_config(vocab_size=30522,
-                                         max_position_embeddings=SEQ),
-                vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
-                doc_stride=64, max_query_length=32, eval_batch_size=16)
-  task = QuestionAnsweringTask(**kwargs)
-  full = QuestionAnsweringTask(length_buckets=[SEQ], **kwargs)
+  data = SquadData(train_file=path, eval_file=path, train_fraction=0.96,
+                   doc_stride=64, max_query_length=32)
+  inputs = FinetuningInputs(seq_length=SEQ, eval_batch_size=16, seed=1)
+  encoder = encoder_source()
+  task = QuestionAnsweringTask(data=data, encoder=encoder, inputs=inputs)
+  full = QuestionAnsweringTask(
+      data=data, encoder=encoder,
+      inputs=dataclasses.replace(inputs, length_buckets=(SEQ,)))
   task.examples("predict")
   model = task.build_model()
   cut, ref = task.model_outputs(model, "predict"), full.model_outputs(model, "predict")
@@ -151,14 +124,16 @@ def test_classifier_with_and_without_buckets_agree(tmp_path):
   rows = ["text\tlabel"] + [
       " ".join(["word"] * n) + f"\t{'ab'[n % 2]}" for n in range(1, 120, 7)]
   (tmp_path / "d.tsv").write_text("\n".join(rows) + "\n")
-  kwargs = dict(bert_config=small_config(vocab_size=30522,
-                                         max_position_embeddings=SEQ),
-                vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
-                train_file=str(tmp_path / "d.tsv"),
-                predict_file=str(tmp_path / "d.tsv"), text_a_column="text",
-                label_column="label", labels=["a", "b"], eval_batch_size=4)
-  task, full = ClassificationTask(**kwargs), ClassificationTask(
-      length_buckets=[SEQ], **kwargs)
+  data = ClassificationData(train_file=str(tmp_path / "d.tsv"),
+                            predict_file=str(tmp_path / "d.tsv"),
+                            text_a_column="text", label_column="label",
+                            labels=("a", "b"))
+  batching = FinetuningInputs(seq_length=SEQ, eval_batch_size=4)
+  encoder = encoder_source()
+  task = ClassificationTask(data=data, encoder=encoder, inputs=batching)
+  full = ClassificationTask(
+      data=data, encoder=encoder,
+      inputs=dataclasses.replace(batching, length_buckets=(SEQ,)))
   model = task.build_model()
   inputs = task.model_inputs(task.features("predict"))
   in_row_order = model({k: tf.constant(v) for k, v in inputs.items()})["logits"]
@@ -174,9 +149,9 @@ def test_bucketed_training_with_xla_matches_plain_graph(tmp_path):
   weights = {}
   for xla in (False, True):
     # No dropout: XLA draws other random masks than the plain graph.
-    task = ner_task(tmp_path, dropout_rate=0.0, bert_config=small_config(
-        vocab_size=30522, max_position_embeddings=SEQ, hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0))
+    task = ner_task(tmp_path, head=HeadConfig(dropout_rate=0.0),
+                    encoder=encoder_source(hidden_dropout_prob=0.0,
+                                           attention_probs_dropout_prob=0.0))
     model_dir = str(tmp_path / f"xla{xla}")
     run_experiment(task, model_dir, "train",
                    RuntimeConfig(train_steps=6, steps_per_loop=6,

@@ -12,6 +12,8 @@ from bert import BertEncoder
 from bert.data import classification_data as cd
 from bert.models import BertMultipleChoice
 from bert.tasks import MultipleChoiceTask
+from bert.tasks.configs import (EncoderSource, FinetuningInputs,
+                                MultipleChoiceData, ScheduleConfig)
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import minilm_dir, random_inputs, small_config
 
@@ -85,12 +87,15 @@ def test_multiple_choice_learns_and_predicts(tmp_path):
     return out
 
   task = MultipleChoiceTask(
-      train_file=write_csv(tmp_path / "train.csv", rows(160)),
-      eval_file=write_csv(tmp_path / "val.csv", rows(40)),
-      predict_file=write_csv(tmp_path / "test.csv", rows(12)),
-      bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-      vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True,
-      seq_length=24, global_batch_size=8, num_train_epochs=4)
+      data=MultipleChoiceData(
+          train_file=write_csv(tmp_path / "train.csv", rows(160)),
+          eval_file=write_csv(tmp_path / "val.csv", rows(40)),
+          predict_file=write_csv(tmp_path / "test.csv", rows(12))),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
+          vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=24, global_batch_size=8),
+      schedule=ScheduleConfig(num_train_epochs=4))
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=20, strategy="one_device"),
                            OptimizerConfig(learning_rate=2e-3, warmup_fraction=0.1),

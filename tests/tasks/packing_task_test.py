@@ -1,20 +1,30 @@
-"""`FinetuningTask(pack=True)`: each step packs its batch's examples into as
+"""`FinetuningInputs(pack=True)`: each step packs its batch's examples into as
 few rows as they fill; training reaches the same weights as unpacked batches
 of the same examples, and packed predictions equal unpacked ones."""
+
+import dataclasses
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from bert.tasks import ClassificationTask
+from bert.tasks.configs import (ClassificationData, EncoderSource,
+                                FinetuningInputs, HeadConfig,
+                                MultipleChoiceData)
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import max_abs_diff, small_config
-from length_buckets_test import SEQ, ner_task, vocab
+from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task, vocab
 
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 
-def classification_task(tmp_path, **kwargs):
+# The batching of `classification_task`; variants: dataclasses.replace.
+CLASSIFICATION_INPUTS = FinetuningInputs(seq_length=SEQ, global_batch_size=8,
+                                         eval_batch_size=4)
+
+
+def classification_task(tmp_path, inputs=CLASSIFICATION_INPUTS, head=None):
   rng = np.random.RandomState(0)
   words = ["a", "good", "bad", "film", "very", "not", "plot", "actors"]
   rows = ["text\tlabel"]
@@ -22,18 +32,19 @@ def classification_task(tmp_path, **kwargs):
     n = int(rng.randint(1, 40))
     rows.append(" ".join(rng.choice(words, n)) + f"\t{'ab'[i % 2]}")
   (tmp_path / "d.tsv").write_text("\n".join(rows) + "\n")
-  kwargs.setdefault("bert_config", small_config(
-      vocab_size=30522, max_position_embeddings=SEQ, **NO_DROPOUT))
   return ClassificationTask(
-      vocab_file=vocab(), do_lower_case=True, seq_length=SEQ,
-      train_file=str(tmp_path / "d.tsv"), predict_file=str(tmp_path / "d.tsv"),
-      text_a_column="text", label_column="label", labels=["a", "b"],
-      global_batch_size=8, eval_batch_size=4, **kwargs)
+      data=ClassificationData(train_file=str(tmp_path / "d.tsv"),
+                              predict_file=str(tmp_path / "d.tsv"),
+                              text_a_column="text", label_column="label",
+                              labels=("a", "b")),
+      encoder=encoder_source(**NO_DROPOUT), inputs=inputs, head=head)
 
 
 def test_packed_steps_hold_the_batch_examples(tmp_path):
-  task = classification_task(tmp_path, pack=True, max_per_row=4)
-  plain = classification_task(tmp_path, group_by_length=False)
+  task = classification_task(tmp_path, inputs=dataclasses.replace(
+      CLASSIFICATION_INPUTS, pack=True, max_per_row=4))
+  plain = classification_task(tmp_path, inputs=dataclasses.replace(
+      CLASSIFICATION_INPUTS, group_by_length=False))
   n = len(task.features("train")["input_word_ids"])
   packed_batches = list(task.build_inputs(None, training=True).take(n // 8))
   plain_batches = list(plain.build_inputs(None, training=True).take(n // 8))
@@ -54,15 +65,20 @@ def test_packed_steps_hold_the_batch_examples(tmp_path):
 
 @pytest.mark.parametrize("make", ["classification", "ner"])
 def test_packed_training_and_predictions_equal_unpacked(tmp_path, make):
-  def build(**kwargs):
+  def build(pack):
+    batching = dict(pack=pack, group_by_length=False)
+    no_dropout = HeadConfig(dropout_rate=0.0)
     if make == "ner":
-      return ner_task(tmp_path, dropout_rate=0.0, bert_config=small_config(
-          vocab_size=30522, max_position_embeddings=SEQ, **NO_DROPOUT), **kwargs)
-    return classification_task(tmp_path, dropout_rate=0.0, **kwargs)
+      return ner_task(tmp_path,
+                      inputs=dataclasses.replace(NER_INPUTS, **batching),
+                      head=no_dropout, encoder=encoder_source(**NO_DROPOUT))
+    return classification_task(
+        tmp_path, inputs=dataclasses.replace(CLASSIFICATION_INPUTS, **batching),
+        head=no_dropout)
 
   weights, logits = {}, {}
   for pack in (False, True):
-    task = build(pack=pack, group_by_length=False)
+    task = build(pack)
     model_dir = str(tmp_path / f"{make}{pack}")
     run_experiment(task, model_dir, "train",
                    RuntimeConfig(train_steps=4, steps_per_loop=4,
@@ -81,13 +97,20 @@ def test_packed_training_and_predictions_equal_unpacked(tmp_path, make):
   assert logits[False].shape == logits[True].shape
   mask = np.ones(logits[False].shape[:-1], bool)
   if make == "ner":   # per-token logits: compare the real tokens
-    mask = build().features("predict")["input_mask"] > 0
+    mask = build(pack=False).features("predict")["input_mask"] > 0
   assert max_abs_diff(logits[False][mask], logits[True][mask]) <= 1e-4
 
 
 def test_tasks_without_packed_rows_refuse_pack(tmp_path):
   from bert.tasks import MultipleChoiceTask
-  with pytest.raises(ValueError, match="MultipleChoiceTask.pack=True"):
-    MultipleChoiceTask(bert_config=small_config(vocab_size=30522),
-                       vocab_file=vocab(), do_lower_case=True, seq_length=64,
-                       pack=True)
+  configs = dict(data=MultipleChoiceData(),
+                 encoder=EncoderSource(
+                     bert_config=small_config(vocab_size=30522,
+                                              max_position_embeddings=64),
+                     vocab_file=vocab(), do_lower_case=True))
+  MultipleChoiceTask(inputs=FinetuningInputs(seq_length=64), **configs)  # control
+  with pytest.raises(ValueError, match=r"^MultipleChoiceTask: "
+                     r"FinetuningInputs\.pack=True, but this task does not "
+                     r"support packed rows"):
+    MultipleChoiceTask(inputs=FinetuningInputs(seq_length=64, pack=True),
+                       **configs)

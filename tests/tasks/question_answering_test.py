@@ -12,6 +12,7 @@ from bert.data.squad_eval import f1_score, postprocess, squad_metrics
 from bert.data.classification_data import DataError
 from bert.data.tokenization import Tokenizer
 from bert.tasks import QuestionAnsweringTask
+from bert.tasks.configs import EncoderSource, FinetuningInputs, SquadData
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import minilm_dir, shared_data, small_config
 
@@ -147,11 +148,13 @@ def test_doc_stride_picks_the_best_span_across_windows(tokenizer):
 def test_task_trains_evaluates_and_writes_predictions(tmp_path):
   path = shared_data("squad", "dev-v1.1.json")
   task = QuestionAnsweringTask(
-      train_file=path, eval_file=path, train_fraction=0.96, seed=1,
-      bert_config=small_config(vocab_size=30522, max_position_embeddings=128),
-      vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True,
-      seq_length=128, doc_stride=64, max_query_length=32, global_batch_size=8,
-      eval_batch_size=64)
+      data=SquadData(train_file=path, eval_file=path, train_fraction=0.96,
+                     doc_stride=64, max_query_length=32),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522, max_position_embeddings=128),
+          vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
+                              eval_batch_size=64, seed=1))
   held_out = task.examples("eval")
   assert 0 < len(held_out) < 10570 * 0.1
   _, results = run_experiment(task, str(tmp_path), "train_and_eval",

@@ -8,6 +8,8 @@ import pytest
 from bert.data import ner_data
 from bert.data.classification_data import DataError
 from bert.data.tokenization import Tokenizer
+from bert.tasks.configs import (EncoderSource, FinetuningInputs, ScheduleConfig,
+                                TaggingData)
 from bert.tasks.token_classification import TokenClassificationTask, entity_metrics
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import minilm_dir, shared_data, small_config
@@ -102,12 +104,14 @@ def write_conll(path, n, seed):
 
 def test_token_classification_learns_and_predicts(tmp_path):
   task = TokenClassificationTask(
-      train_file=write_conll(tmp_path / "train.conll", 200, 0),
-      eval_file=write_conll(tmp_path / "dev.conll", 60, 1),
-      predict_file=write_conll(tmp_path / "test.conll", 20, 2),
-      bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-      vocab_file=vocab(), do_lower_case=True, seq_length=32,
-      global_batch_size=16, num_train_epochs=5)
+      data=TaggingData(train_file=write_conll(tmp_path / "train.conll", 200, 0),
+                       eval_file=write_conll(tmp_path / "dev.conll", 60, 1),
+                       predict_file=write_conll(tmp_path / "test.conll", 20, 2)),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
+          vocab_file=vocab(), do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=32, global_batch_size=16),
+      schedule=ScheduleConfig(num_train_epochs=5))
   assert task.labels == ["O", "B-location", "B-person", "I-person"]
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
                            RuntimeConfig(steps_per_loop=20, strategy="one_device"),

@@ -20,15 +20,15 @@ def write_gin(folder, records):
   with open(gin_file, "w") as f:
     f.write(f"""
 build_task.task_class = @PretrainingTask
-PretrainingTask.bert_config = "{config_file}"
-PretrainingTask.train_files = "{records}"
-PretrainingTask.seq_length = {PRETRAIN_SEQ}
-PretrainingTask.max_predictions_per_seq = {PRETRAIN_PRED}
-PretrainingTask.global_batch_size = 8
-PretrainingTask.shuffle_buffer = 100
-PretrainingTask.seed = 5
-PretrainingTask.dynamic_masking = True
-PretrainingTask.vocab_file = "{os.path.join(minilm_dir(), "vocab.txt")}"
+EncoderSource.bert_config = "{config_file}"
+PretrainingInputs.train_files = "{records}"
+PretrainingInputs.seq_length = {PRETRAIN_SEQ}
+PretrainingInputs.max_predictions_per_seq = {PRETRAIN_PRED}
+PretrainingInputs.global_batch_size = 8
+PretrainingInputs.shuffle_buffer = 100
+PretrainingInputs.seed = 5
+PretrainingInputs.dynamic_masking = True
+EncoderSource.vocab_file = "{os.path.join(minilm_dir(), "vocab.txt")}"
 RuntimeConfig.train_steps = {STEPS}
 RuntimeConfig.steps_per_loop = 10
 RuntimeConfig.checkpoint_interval = 20

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bert.data.pretraining_dataset import pretraining_dataset  # noqa: E402
 from bert.tasks import PretrainingTask  # noqa: E402
+from bert.tasks.configs import EncoderSource, PretrainingInputs  # noqa: E402
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment  # noqa: E402
 from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, tiny_pretraining_config  # noqa: E402
 
@@ -21,7 +22,7 @@ GLOBAL_BATCH = 8
 class SameGlobalBatchTask(PretrainingTask):
 
   def build_inputs(self, input_context, training, start_step=0):
-    ds = pretraining_dataset(self.train_files, PRETRAIN_SEQ, PRETRAIN_PRED,
+    ds = pretraining_dataset(self.inputs.train_files, PRETRAIN_SEQ, PRETRAIN_PRED,
                              GLOBAL_BATCH, is_training=False)
     ds = ds.unbatch().batch(GLOBAL_BATCH, drop_remainder=True).repeat()
     n = input_context.num_input_pipelines if input_context else 1
@@ -31,10 +32,11 @@ class SameGlobalBatchTask(PretrainingTask):
 
 
 def main(model_dir, records, strategy):
-  task = SameGlobalBatchTask(tiny_pretraining_config(dropout=0.0),
-                             train_files=records, seq_length=PRETRAIN_SEQ,
-                             max_predictions_per_seq=PRETRAIN_PRED,
-                             global_batch_size=GLOBAL_BATCH)
+  task = SameGlobalBatchTask(
+      encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout=0.0)),
+      inputs=PretrainingInputs(train_files=records, seq_length=PRETRAIN_SEQ,
+                               max_predictions_per_seq=PRETRAIN_PRED,
+                               global_batch_size=GLOBAL_BATCH))
   run_experiment(task, model_dir, "train",
                  RuntimeConfig(train_steps=10, steps_per_loop=1,
                                checkpoint_interval=10, strategy=strategy, seed=1),

@@ -72,9 +72,35 @@ def test_every_bundled_config_parses():
   assert task.regression and task.metric_names == ("pearson", "spearman")
 
 
-def test_unknown_gin_parameter_is_an_error_naming_it():
-  with pytest.raises(ValueError, match="no_such_knob"):
-    parse("pretrain_tiny.gin", "PretrainingTask.no_such_knob = 3")
+UNKNOWN_PARAMETERS = [
+    ("pretrain_tiny.gin", "PretrainingTask.no_such_knob = 3",
+     "PretrainingTask", "no_such_knob"),
+    # A misspelled field of a config dataclass is refused too, not ignored.
+    ("pretrain_tiny.gin", "PretrainingInputs.no_such_knob = 3",
+     "PretrainingInputs", "no_such_knob"),
+    ("pretrain_tiny.gin", "PretrainingInputs.train_file = 'x'",
+     "PretrainingInputs", "train_file"),
+    ("pretrain_tiny.gin", "EncoderSource.bert_confg = 'bert_tiny'",
+     "EncoderSource", "bert_confg"),
+    ("glue_mrpc.gin", "FinetuningInputs.seq_lenght = 64",
+     "FinetuningInputs", "seq_lenght"),
+    # The names from before the config dataclasses are errors, not no-ops.
+    ("pretrain_tiny.gin", "PretrainingTask.train_files = 'x'",
+     "PretrainingTask", "train_files"),
+    ("glue_mrpc.gin", "ClassificationTask.seq_length = 64",
+     "ClassificationTask", "seq_length"),
+]
+
+
+@pytest.mark.parametrize("gin_file,binding,configurable,name",
+                         UNKNOWN_PARAMETERS,
+                         ids=[c[1].split(" =")[0] for c in UNKNOWN_PARAMETERS])
+def test_unknown_gin_parameter_is_an_error_naming_it(gin_file, binding,
+                                                     configurable, name):
+  with pytest.raises(ValueError,
+                     match=rf"'{configurable}'.* named '{name}'") as info:
+    parse(gin_file, binding)
+  assert "doesn't have a parameter" in str(info.value), info.value
 
 
 def test_cli_help_lists_flags():

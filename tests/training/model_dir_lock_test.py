@@ -10,7 +10,7 @@ import pytest
 
 from bert.training import RuntimeConfig, run_experiment
 from bert.training.model_dir_lock import LOCK_FILE, ModelDirInUseError
-from tasks.classification_test import make_task
+from tasks._tasks import make_task
 
 import bert.training.model_dir_lock as lock_module
 

@@ -47,9 +47,9 @@ def test_bert_tiny_pretraining_on_wikitext2(tmp_path):
       [sys.executable, "-m", "bert.scripts.train",
        "--gin_file=pretrain_tiny_wikitext2.gin", "--mode=train_and_eval",
        f"--model_dir={tmp_path / 'model'}",
-       f"--gin_param=PretrainingTask.train_files='{train}'",
-       f"--gin_param=PretrainingTask.eval_files='{held_out}'",
-       f"--gin_param=PretrainingTask.vocab_file="
+       f"--gin_param=PretrainingInputs.train_files='{train}'",
+       f"--gin_param=PretrainingInputs.eval_files='{held_out}'",
+       f"--gin_param=EncoderSource.vocab_file="
        f"'{os.path.join(minilm_dir(), 'vocab.txt')}'"],
       check=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600)
   evals = re.findall(r"^eval \| step (\d+) \| .*masked_lm_accuracy ([\d.]+) \| "

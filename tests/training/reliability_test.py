@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.tasks import PretrainingTask
+from bert.tasks.configs import EncoderSource, PretrainingInputs
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT, tiny_pretraining_config
 from _runs import STEPS, command, saved_steps, write_gin
@@ -40,9 +41,11 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(pretraining_records, tmp_p
 
 
 def make_task(records):
-  return PretrainingTask(tiny_pretraining_config(dropout=0.1), train_files=records,
-                         seq_length=PRETRAIN_SEQ, max_predictions_per_seq=PRETRAIN_PRED,
-                         global_batch_size=8, seed=3)
+  return PretrainingTask(
+      encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout=0.1)),
+      inputs=PretrainingInputs(train_files=records, seq_length=PRETRAIN_SEQ,
+                               max_predictions_per_seq=PRETRAIN_PRED,
+                               global_batch_size=8, seed=3))
 
 
 def train(records, model_dir, steps, log=None):

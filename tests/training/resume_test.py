@@ -49,5 +49,5 @@ def test_sigkill_then_same_command_resumes_to_identical_weights(
   print(f"max |diff| killed+resumed vs uninterrupted: {diff:.2e}")
   assert diff <= 1e-5, diff
   # The final config was written beside the checkpoints.
-  assert "PretrainingTask.seed = 5" in open(
+  assert "PretrainingInputs.seed = 5" in open(
       os.path.join(killed, "operative_config.gin")).read()

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from _runs import summaries
 from bert.tasks import PretrainingTask
+from bert.tasks.configs import EncoderSource, PretrainingInputs
 from bert.training import (LossScaleCollapseError, NonFiniteLossError,
                            OptimizerConfig, RuntimeConfig, build_optimizer,
                            run_experiment)
@@ -23,8 +24,10 @@ def records(pretraining_records):
 
 
 def make_task(records, dropout=0.0, batch=8, cls=PretrainingTask):
-  return cls(tiny_pretraining_config(dropout), train_files=records, eval_files=records, seq_length=SEQ,
-             max_predictions_per_seq=PRED, global_batch_size=batch, seed=3)
+  return cls(encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout)),
+             inputs=PretrainingInputs(train_files=records, eval_files=records,
+                                      seq_length=SEQ, max_predictions_per_seq=PRED,
+                                      global_batch_size=batch, seed=3))
 
 
 def train(task, model_dir, steps=3, log_fn=None, **runtime):
@@ -251,5 +254,7 @@ def test_bad_runtime_settings_fail_before_training(records, tmp_path):
   blocker.write_text("not a folder")
   with pytest.raises(OSError, match="not writable"):
     train(make_task(records), blocker / "model")
-  with pytest.raises(ValueError, match="seq_length=128 exceeds"):
-    PretrainingTask(small_config(), seq_length=128)
+  with pytest.raises(ValueError, match=r"PretrainingInputs\.seq_length=128 "
+                     r"exceeds max_position_embeddings=32"):
+    PretrainingTask(encoder=EncoderSource(bert_config=small_config()),
+                    inputs=PretrainingInputs(seq_length=128))

@@ -1,0 +1,179 @@
+"""The concerns every fine-tuning task shares: where the encoder comes from,
+how examples are batched, how long the run is, and the head."""
+
+import dataclasses
+from typing import Any, Optional, Tuple
+
+import gin
+
+from bert import checkpoints
+from bert.config import BertConfig, resolve_bert_config
+from bert.validation import (ConfigError, check_bool, check_float, check_int,
+                             check_str)
+
+# Task configs are frozen: a task's concerns do not change under it.
+config_class = dataclasses.dataclass(frozen=True)
+
+
+def set_field(obj, name, value):
+  """In `__post_init__` of a frozen config: the checked (normalised) value
+  replaces the given one."""
+  object.__setattr__(obj, name, value)
+
+
+def or_default(owner: str, name: str, value, cls):
+  """`value` if it is a `cls`, a default (gin-bound) `cls()` if None."""
+  if value is None:
+    return cls()
+  if not isinstance(value, cls):
+    raise ConfigError(f"{owner}.{name} must be of type {cls.__name__}, got "
+                      f"{type(value).__name__} {value!r}")
+  return value
+
+
+@gin.configurable
+@config_class
+class EncoderSource:
+  """Where a task's encoder comes from.
+
+  Attributes:
+    init_checkpoint: a checkpoint folder or preset name (anything
+      `bert.checkpoints.load` reads): weights, config, vocab and casing.
+    bert_config: a preset name, config.json path, dict or `BertConfig`; without
+      init_checkpoint the encoder's shape, with it a replacement for the
+      checkpoint's config (same weight shapes, e.g. other dropout).
+    vocab_file, do_lower_case: the vocabulary and casing; default the
+      checkpoint's.
+  """
+  init_checkpoint: Optional[str] = None
+  bert_config: Any = None
+  vocab_file: Optional[str] = None
+  do_lower_case: Optional[bool] = None
+
+  def __post_init__(self):
+    owner = type(self).__name__
+    check_str(owner, "init_checkpoint", self.init_checkpoint, optional=True)
+    check_str(owner, "vocab_file", self.vocab_file, optional=True)
+    check_bool(owner, "do_lower_case", self.do_lower_case, optional=True)
+    if not (self.bert_config is None
+            or isinstance(self.bert_config, (str, dict, BertConfig))):
+      raise ConfigError(f"{owner}.bert_config must be a preset name, a config "
+                        "json path, a dict of fields or a BertConfig, got "
+                        f"{self.bert_config!r}")
+
+  def load(self, owner: str, with_heads: bool = False) -> "Encoder":
+    """The encoder's config, vocab, casing and checkpoint (read now, so a bad
+    checkpoint fails before any data is read; `with_heads`: with its
+    pre-training heads); `owner` names the task in errors. The vocab, when
+    known, must match the config's vocab_size."""
+    ckpt = (checkpoints.load(self.init_checkpoint, with_heads=with_heads)
+            if self.init_checkpoint else None)
+    if self.bert_config is not None:
+      try:
+        config = resolve_bert_config(self.bert_config)
+      except (ConfigError, FileNotFoundError) as e:   # which field, and why
+        raise type(e)(f"{owner}: EncoderSource.bert_config: {e}") from None
+    elif ckpt is not None:
+      config = ckpt.config
+    else:
+      raise ConfigError(f"{owner} needs EncoderSource.init_checkpoint or "
+                        "EncoderSource.bert_config")
+    vocab_file = self.vocab_file or (ckpt.vocab_file if ckpt else None)
+    lower_case = self.do_lower_case
+    if lower_case is None and ckpt is not None:
+      lower_case = ckpt.do_lower_case
+    if vocab_file is not None:
+      checkpoints.check_vocab_size(vocab_file, config)
+    return Encoder(config, vocab_file, lower_case, ckpt)
+
+
+@config_class
+class Encoder:
+  """An `EncoderSource` read: `config`, `vocab_file` and `do_lower_case`
+  (None where neither the source nor its checkpoint gives them), and the
+  loaded `checkpoint` (None without init_checkpoint)."""
+  config: BertConfig
+  vocab_file: Optional[str]
+  do_lower_case: Optional[bool]
+  checkpoint: Any
+
+
+@gin.configurable
+@config_class
+class FinetuningInputs:
+  """How a fine-tuning task's encoded examples are batched.
+
+  Attributes:
+    seq_length: the length examples are encoded to; None: the task's default
+      (128; SQuAD 384).
+    global_batch_size, eval_batch_size: examples per training step and per
+      evaluation batch.
+    length_buckets: the lengths batches are cut to (each batch to the
+      smallest one that holds its longest row); None:
+      `default_length_buckets(seq_length)`; `[seq_length]` turns cutting off.
+    group_by_length: training batches hold examples of one bucket (seeded,
+      like the shuffle), so short examples are not padded to long ones.
+    pack: training batches and predictions in packed rows (tasks with
+      `packable = True`; `bert.data.packing`): a step sees the same examples
+      and computes the same loss, on fewer positions.
+    max_per_row: the most examples in one packed row.
+    seed: the training shuffle (and SQuAD's article split).
+  """
+  seq_length: Optional[int] = None
+  global_batch_size: int = 32
+  eval_batch_size: int = 64
+  length_buckets: Optional[Tuple[int, ...]] = None
+  group_by_length: bool = True
+  pack: bool = False
+  max_per_row: int = 8
+  seed: int = 42
+
+  def __post_init__(self):
+    owner = type(self).__name__
+    seq_length = check_int(owner, "seq_length", self.seq_length, minimum=1,
+                           optional=True)
+    if seq_length is not None and seq_length < 3:
+      raise ConfigError(f"{owner}.seq_length={seq_length} leaves no room for "
+                        "a token between [CLS] and [SEP]; use >= 3")
+    for name in ("global_batch_size", "eval_batch_size", "max_per_row"):
+      check_int(owner, name, getattr(self, name), minimum=1)
+    check_int(owner, "seed", self.seed, minimum=0)
+    check_bool(owner, "group_by_length", self.group_by_length)
+    check_bool(owner, "pack", self.pack)
+    if self.length_buckets is not None:   # checked against seq_length by the task
+      buckets = self.length_buckets
+      if isinstance(buckets, (str, bytes)) or not hasattr(buckets, "__iter__"):
+        raise ConfigError(f"{owner}.length_buckets must be a list of lengths, "
+                          f"got {buckets!r}")
+      set_field(self, "length_buckets", tuple(buckets))
+
+
+@gin.configurable
+@config_class
+class ScheduleConfig:
+  """How long fine-tuning runs.
+
+  Attributes:
+    num_train_epochs: passes over the training data; sets the run length when
+      `RuntimeConfig.train_steps` is not given.
+  """
+  num_train_epochs: float = 3.0
+
+  def __post_init__(self):
+    check_float(type(self).__name__, "num_train_epochs",
+                self.num_train_epochs, 0, min_open=True)
+
+
+@gin.configurable
+@config_class
+class HeadConfig:
+  """The task head on the encoder.
+
+  Attributes:
+    dropout_rate: dropout before the head's dense layer.
+  """
+  dropout_rate: float = 0.1
+
+  def __post_init__(self):
+    check_float(type(self).__name__, "dropout_rate", self.dropout_rate, 0, 1,
+                max_open=True)
