@@ -15,7 +15,7 @@ Gin files are paths or the names of bundled configs (bert/configs: for
 pre-training pretrain_{tiny,mini,small,medium,base,large}.gin). The task is
 `build_task.task_class` (default in the bundled files: PretrainingTask),
 configured by concern (`EncoderSource.*`, `FinetuningInputs.*`,
-`ClassificationData.*`, ...: bert/tasks/configs.py), the run
+`ClassificationData.*`, ...: bert/tasks/configs/), the run
 `RuntimeConfig.*`, the optimiser `OptimizerConfig.*`. The flags
 --strategy, --mixed_precision, --jit_compile, --train_steps override the
 gin values. Running the same command again resumes from the newest
