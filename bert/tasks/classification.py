@@ -47,7 +47,6 @@ class ClassificationTask(FinetuningTask):
                head: Optional[HeadConfig] = None,
                schedule: Optional[ScheduleConfig] = None):
     data = or_default("ClassificationTask", "data", data, ClassificationData)
-    self.glue_task = data.glue_task
     self.layout = cd.glue_layout(data.glue_task) if data.glue_task else None
     if self.layout is not None:
       self.labels = (list(self.layout.labels) if self.layout.labels is not None
@@ -85,7 +84,7 @@ class ClassificationTask(FinetuningTask):
   def read_examples(self, split: str) -> List[cd.Example]:
     path = self._path(split)
     if self.layout is not None:
-      examples = cd.read_glue(self.glue_task, path,
+      examples = cd.read_glue(self.data.glue_task, path,
                               "test" if split == "predict" else split)
     else:
       d = self.data

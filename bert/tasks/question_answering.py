@@ -57,7 +57,6 @@ class QuestionAnsweringTask(FinetuningTask):
     owner = "QuestionAnsweringTask"
     data = or_default(owner, "data", data, SquadData)
     self.answers = or_default(owner, "answers", answers, AnswerConfig)
-    self.version_2 = data.version_2
     self._examples: Dict[str, List[squad_examples.SquadExample]] = {}
     self._meta: Dict[str, List[dict]] = {}
     self.last_predictions = None
@@ -110,7 +109,7 @@ class QuestionAnsweringTask(FinetuningTask):
         max_query_length=self.data.max_query_length,
         n_best_size=self.answers.n_best_size,
         max_answer_length=self.answers.max_answer_length,
-        version_2=self.version_2,
+        version_2=self.data.version_2,
         null_score_diff_threshold=self.answers.null_score_diff_threshold,
         **self._preprocessor_args())
 
@@ -139,7 +138,7 @@ class QuestionAnsweringTask(FinetuningTask):
     return squad_eval.postprocess(
         self.examples(split), meta, start_logits[order], end_logits[order],
         self.answers.n_best_size, self.answers.max_answer_length,
-        self.version_2, self.answers.null_score_diff_threshold)
+        self.data.version_2, self.answers.null_score_diff_threshold)
 
   def eval_metrics(self, collected):
     predictions, nbest, null_odds = self._answers(
@@ -147,7 +146,7 @@ class QuestionAnsweringTask(FinetuningTask):
         collected["end_logits"])
     self.last_predictions = (predictions, nbest, null_odds)
     return squad_eval.squad_metrics(self.examples("eval"), predictions,
-                                    null_odds if self.version_2 else None)
+                                    null_odds if self.data.version_2 else None)
 
   # What `predict` writes (removed before a predict run).
   prediction_files = ("predictions.json", "nbest_predictions.json",
@@ -159,7 +158,7 @@ class QuestionAnsweringTask(FinetuningTask):
         "predict", self.features("predict")["feature_id"], out["start_logits"],
         out["end_logits"])
     files = dict(predictions=predictions, nbest_predictions=nbest)
-    if self.version_2:
+    if self.data.version_2:
       files["null_odds"] = null_odds
     for name, value in files.items():
       with open(os.path.join(output_dir, f"{name}.json"), "w",

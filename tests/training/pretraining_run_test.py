@@ -4,13 +4,13 @@ evaluated on the held-out test sentences."""
 
 import collections
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 
 from bert.data.pretraining_dataset import pretraining_dataset
+from _runs import summaries
 from conftest import REPO_ROOT, minilm_dir, shared_data
 
 
@@ -43,7 +43,7 @@ def test_bert_tiny_pretraining_on_wikitext2(tmp_path):
                  str(tmp_path / "train"), 10, 1, 4)
   held_out = create(os.path.join(corpus, "wiki.test.sentences.txt"),
                     str(tmp_path / "eval"), 1, 2, 1)
-  run = subprocess.run(
+  subprocess.run(
       [sys.executable, "-m", "bert.scripts.train",
        "--gin_file=pretrain_tiny_wikitext2.gin", "--mode=train_and_eval",
        f"--model_dir={tmp_path / 'model'}",
@@ -52,13 +52,15 @@ def test_bert_tiny_pretraining_on_wikitext2(tmp_path):
        f"--gin_param=EncoderSource.vocab_file="
        f"'{os.path.join(minilm_dir(), 'vocab.txt')}'"],
       check=True, cwd=REPO_ROOT, capture_output=True, text=True, timeout=3600)
-  evals = re.findall(r"^eval \| step (\d+) \| .*masked_lm_accuracy ([\d.]+) \| "
-                     r"next_sentence_accuracy ([\d.]+)", run.stdout, re.M)
-  print("\n".join(f"step {s}: masked_lm_accuracy {m}, next_sentence_accuracy {n}"
-                  for s, m, n in evals))
-  assert [int(s) for s, _, _ in evals][-1] == 3000
-  final_mlm = float(evals[-1][1])
+  # The evaluations, from the run's TensorBoard summaries (not its console).
+  eval_dir = str(tmp_path / "model" / "eval")
+  mlm = summaries(eval_dir, "masked_lm_accuracy")
+  nsp = summaries(eval_dir, "next_sentence_accuracy")
+  print("\n".join(f"step {s}: masked_lm_accuracy {mlm[s]:.4f}, "
+                  f"next_sentence_accuracy {nsp[s]:.4f}" for s in sorted(mlm)))
+  assert sorted(mlm) == sorted(nsp) and max(mlm) == 3000
+  final_mlm = mlm[3000]
   baseline = most_frequent_token_accuracy(held_out)
   print(f"final masked_lm_accuracy {final_mlm:.4f}; most frequent token {baseline:.4f}")
   assert final_mlm > 4 * baseline
-  assert float(evals[-1][2]) > 0.5
+  assert nsp[3000] > 0.5
