@@ -82,7 +82,7 @@ class PretrainingTask(Task):
 
   Args:
     encoder: an `EncoderSource`: `bert_config` (a preset name, config json
-      path or BertConfig) for a model from scratch, or `init_checkpoint` (any
+      path, dict of fields or BertConfig) for a model from scratch, or `init_checkpoint` (any
       loader format) to start from; `vocab_file`, if given (required for
       dynamic masking), must match the config's vocab_size.
     inputs: `PretrainingInputs`: the records, batch sizes, seed and dynamic
