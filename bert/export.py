@@ -13,26 +13,49 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
   when masked-LM head weights are given.
 - `export_preprocessor`: raw strings -> encoder inputs, with `.tokenize` and
   `.bert_pack_inputs` (seq_length changeable at call time).
-- `export_classifier`: one `serving_default` signature, strings `text`
-  (and `text_b` for pairs) -> `probabilities`, `label`; `score` for
-  regression.
+- `export_classifier`: strings `text` (and `text_b` for pairs) ->
+  `probabilities`, `label`; `score` for regression.
 - `export_span_labeler`: `question`, `context` -> `answer` (cut from the
-  context), `score`, `start`/`end` (UTF-8 byte offsets in the context); one
-  window: the context is truncated to what fits after the question.
+  context), `score`, `start`/`end` (UTF-8 byte offsets in the context); the
+  best span over every `doc_stride` window, as `predict` finds it.
 - `export_tagger`: `text` -> `words` (whitespace-split) and `tags`, both
   [batch, max words] padded with ""; words past the sequence length get "".
+
+The three serving exports (`bert.serving`) have a `serving_default`
+signature on raw strings and one per stage (`preprocess`, `network`,
+`postprocess`). Each batch runs at the smallest length bucket that holds its
+longest row. `precision="int8"` adds the network as a dynamic-range int8
+TFLite model, `"bf16"` computes it in bf16; `load_serving(path)` runs any of
+them with the same inputs and outputs, and `write_serving`'s accuracy gate
+refuses a reduced precision that scores too far below fp32.
 """
 
+import json
 import os
-from typing import Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert.data import length_buckets as lb
 from bert.data._io import atomic_folder
 from bert.features import ENCODER_INPUTS
-from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.networks.bert_preprocessor import make_preprocessor
+from bert.serving import cpu
+from bert.serving import tflite
+from bert.serving.classifier import ClassifierServing
+from bert.serving.gate import AccuracyGate
+from bert.serving import loader
+from bert.serving.loader import MANIFEST, MANIFEST_FORMAT, StagedServing
+from bert.serving.precision import bf16_copy
+from bert.serving.stages import ServingModule
+from bert.serving.tagger import TaggerServing
+from bert.serving.tflite import PRECISIONS
+
+
+# The one loader of every serving export, here beside the writers.
+load_serving = loader.load_serving
 
 
 def _output_folder(path: str):
@@ -42,13 +65,6 @@ def _output_folder(path: str):
       path, lambda p: os.path.isdir(p) and (
           not os.listdir(p) or os.path.exists(os.path.join(p, "saved_model.pb"))),
       "a SavedModel folder", FileExistsError)
-
-
-def _save_serving(module: tf.Module, path: str) -> None:
-  """Writes a serving module with its `serve` function as `serving_default`."""
-  with _output_folder(path) as tmp:
-    tf.saved_model.save(module, tmp,
-                        signatures={"serving_default": module.serve})
 
 
 def export_encoder(encoder, path: str, masked_lm=None) -> None:
@@ -88,149 +104,126 @@ def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
     tf.saved_model.save(model, tmp)
 
 
-class _ClassifierServing(tf.Module):
-  """Raw strings -> class probabilities and label names."""
+def check_precision(precision: str) -> str:
+  if precision not in PRECISIONS:
+    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got "
+                     f"{precision!r}")
+  return precision
 
-  def __init__(self, model, vocab_file, lower_case, seq_length, labels, pairs):
-    super().__init__(name="classifier_serving")
-    self.model = model
-    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
-                                                       seq_length)
-    self.labels = tf.constant(list(labels or []), tf.string)
-    self.regression = not labels
-    text = tf.TensorSpec([None], tf.string, name="text")
-    if pairs:
-      self.serve = tf.function(
-          lambda text, text_b: self._serve([text, text_b]),
-          input_signature=[text, tf.TensorSpec([None], tf.string, name="text_b")])
+
+def _in_memory(module: ServingModule, network=None) -> StagedServing:
+  """The serving callable of an unsaved module (what `load_serving` gives
+  for its export), with `network` replacing the module's own."""
+  return StagedServing(lambda **s: module.preprocess(s),
+                       network or (lambda **x: module.network(x)),
+                       lambda **f: module.postprocess(f), module.string_inputs,
+                       empty_network=lambda **x: module.network(x))
+
+
+def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
+                  kind: str, precision: str = "fp32",
+                  gate: Optional[AccuracyGate] = None,
+                  bf16_cpu: Optional[bool] = None) -> Dict[str, Any]:
+  """Writes the serving SavedModel `make_module(model)` at `precision`.
+
+  fp32: the module as is. bf16: the network under Keras' `mixed_bfloat16`
+  policy (fp32 where the CPU has neither AVX512_BF16 nor AMX, with a log
+  line saying so). int8: the SavedModel as for fp32 (its `serving_default`
+  stays the fp32 reference) plus the network as a dynamic-range int8 TFLite
+  model in `assets.extra/`, which `load_serving` runs.
+
+  A reduced precision is checked by `gate` first: evaluated against fp32
+  and refused (AccuracyGateError, nothing written) when it drops more than
+  the gate allows. Returns the manifest written (with the gate's figures).
+  """
+  check_precision(precision)
+  fp32 = make_module(model)
+  module, network, blob = fp32, None, None
+  manifest = dict(format=MANIFEST_FORMAT, kind=kind, requested_precision=precision,
+                  string_inputs=list(fp32.string_inputs),
+                  buckets=list(fp32.buckets))
+  if precision == "bf16":
+    has_bf16 = cpu.has_bf16() if bf16_cpu is None else bf16_cpu
+    if not has_bf16:
+      logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor AMX; "
+                      "writing fp32 instead")
+      precision = "fp32"
     else:
-      self.serve = tf.function(lambda text: self._serve([text]),
-                               input_signature=[text])
+      module = make_module(bf16_copy(model))
+      network = lambda **x: module.network(x)
+  if precision == "int8":
+    blob = tflite.convert(fp32.network.get_concrete_function(), fp32)
+    network = tflite.TFLiteNetwork(blob)
+  manifest.update(precision=precision,
+                  runtime="tflite" if blob is not None else "saved_model")
+  if blob is not None:
+    manifest["network"] = "network_int8.tflite"
+  if gate is not None and precision != "fp32":
+    manifest["gate"] = gate.check(_in_memory(fp32),
+                                  _in_memory(fp32 if blob is not None else module,
+                                             network), precision)
+  with _output_folder(path) as tmp:
+    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    extra = os.path.join(tmp, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    if blob is not None:
+      with open(os.path.join(extra, manifest["network"]), "wb") as f:
+        f.write(blob)
+    with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
+      json.dump(manifest, f, indent=2)
+  return manifest
 
-  def _serve(self, texts):
-    inputs = self.packer([self.tokenizer(t) for t in texts])
-    logits = self.model(inputs, training=False)["logits"]
-    if self.regression:
-      return dict(score=logits[:, 0])
-    probabilities = tf.nn.softmax(logits, -1)
-    return dict(probabilities=probabilities,
-                label=tf.gather(self.labels, tf.argmax(probabilities, -1)))
+
+def _buckets(buckets, seq_length):
+  return lb.check_length_buckets(
+      lb.default_length_buckets(seq_length) if buckets is None else buckets,
+      seq_length, "serving length_buckets")
 
 
 def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
                       seq_length: int, labels: Optional[Sequence[str]],
-                      pairs: bool) -> None:
+                      pairs: bool, precision: str = "fp32",
+                      length_buckets: Optional[Sequence[int]] = None,
+                      gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertClassifier.
 
   Args:
     labels: class names in logit order; None for regression.
     pairs: whether the model takes a second text (`text_b`).
+    precision, gate: see `write_serving`.
+    length_buckets: the lengths a batch is cut to (default: the library's).
   """
-  module = _ClassifierServing(model, vocab_file, lower_case, seq_length,
-                              labels, pairs)
-  _save_serving(module, path)
-
-
-class _SpanServing(tf.Module):
-  """Question + context strings -> the best answer span of one window."""
-
-  def __init__(self, model, vocab_file, lower_case, seq_length,
-               max_query_length, max_answer_length):
-    super().__init__(name="span_labeler_serving")
-    self.model = model
-    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
-                                                       seq_length)
-    self.seq_length = seq_length
-    self.max_query_length = max_query_length
-    self.max_answer_length = max_answer_length
-    self.serve = tf.function(self._serve, input_signature=[
-        tf.TensorSpec([None], tf.string, name="question"),
-        tf.TensorSpec([None], tf.string, name="context")])
-
-  def _serve(self, question, context):
-    q = self.tokenizer(question)[:, :self.max_query_length]         # [b, (q)]
-    c, c_start, c_end = self.tokenizer.tokenize(context, with_offsets=True)
-    q_len = tf.cast(q.row_lengths(), tf.int32)
-    keep = tf.minimum(tf.cast(c.row_lengths(), tf.int32),
-                      self.seq_length - 3 - q_len)                   # [b]
-    c = tf.ragged.boolean_mask(c, tf.ragged.range(c.row_lengths())
-                               < tf.cast(keep, tf.int64)[:, None])
-    out = self.model(self.packer([q, c]), training=False)
-    start, end = out["start_logits"], out["end_logits"]              # [b, s]
-    positions = tf.range(self.seq_length)[None, :]
-    first = (q_len + 2)[:, None]
-    in_context = (positions >= first) & (positions < first + keep[:, None])
-    neg = tf.constant(-1e9, start.dtype)
-    start = tf.where(in_context, start, neg)
-    end = tf.where(in_context, end, neg)
-    # score[b, i, j] = start_i + end_j, for i <= j < i + max_answer_length.
-    scores = start[:, :, None] + end[:, None, :]
-    length = positions[0][None, :] - positions[0][:, None]           # j - i
-    allowed = (length >= 0) & (length < self.max_answer_length)
-    scores = tf.where(allowed[None], scores, neg)
-    flat = tf.argmax(tf.reshape(scores, [tf.shape(scores)[0], -1]), -1,
-                     output_type=tf.int32)
-    i, j = flat // self.seq_length, flat % self.seq_length
-    piece_i = tf.stack([tf.range(tf.shape(i)[0]), i - first[:, 0]], 1)
-    piece_j = tf.stack([tf.range(tf.shape(j)[0]), j - first[:, 0]], 1)
-    byte_start = tf.gather_nd(c_start.to_tensor(), piece_i)
-    byte_end = tf.gather_nd(c_end.to_tensor(), piece_j)
-    return dict(answer=tf.strings.substr(context, byte_start,
-                                         byte_end - byte_start, unit="BYTE"),
-                score=tf.reduce_max(tf.reshape(scores, [tf.shape(scores)[0], -1]), -1),
-                start=byte_start, end=byte_end)
+  buckets = _buckets(length_buckets, seq_length)
+  return write_serving(
+      lambda m: ClassifierServing(m, vocab_file, lower_case, seq_length,
+                                  labels, pairs, buckets),
+      model, path, "classifier", precision, gate)
 
 
 def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
                         seq_length: int = 384, max_query_length: int = 64,
-                        max_answer_length: int = 30) -> None:
+                        max_answer_length: int = 30, doc_stride: int = 128,
+                        n_best_size: int = 20, precision: str = "fp32",
+                        length_buckets: Optional[Sequence[int]] = None,
+                        gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler."""
-  module = _SpanServing(model, vocab_file, lower_case, seq_length,
-                        max_query_length, max_answer_length)
-  _save_serving(module, path)
-
-
-class _TaggerServing(tf.Module):
-  """Text -> whitespace-split words and a tag per word (first piece)."""
-
-  def __init__(self, model, vocab_file, lower_case, seq_length, labels):
-    super().__init__(name="tagger_serving")
-    self.model = model
-    self.tokenizer, self.packer = tokenizer_and_packer(vocab_file, lower_case,
-                                                       seq_length)
-    self.unk = self.tokenizer.get_special_tokens_dict()["unknown_id"]
-    self.seq_length = seq_length
-    self.labels = tf.constant(list(labels), tf.string)
-    self.serve = tf.function(self._serve, input_signature=[
-        tf.TensorSpec([None], tf.string, name="text")])
-
-  def _serve(self, text):
-    words = tf.strings.split(text)                                   # [b, (w)]
-    pieces = self.tokenizer(words.flat_values)                       # [n, (p)]
-    # A word without pieces (e.g. only a zero-width character) is [UNK].
-    n = tf.shape(pieces.row_lengths())[0]
-    pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(
-        tf.fill([n, 1], self.unk))], axis=1)
-    keep = tf.maximum(pieces.row_lengths() - 1, 1)
-    pieces = tf.ragged.boolean_mask(pieces, tf.ragged.range(pieces.row_lengths())
-                                    < keep[:, None])
-    per_word_pieces = tf.RaggedTensor.from_row_lengths(pieces, words.row_lengths())
-    inputs = self.packer([per_word_pieces])
-    predicted = tf.argmax(self.model(inputs, training=False)["logits"], -1,
-                          output_type=tf.int32)                      # [b, s]
-    # Position of each word's first piece: 1 + pieces of the words before it.
-    lengths = tf.RaggedTensor.from_row_lengths(
-        tf.cast(pieces.row_lengths(), tf.int32), words.row_lengths())
-    first = 1 + tf.math.cumsum(lengths, axis=1, exclusive=True)
-    fits = first <= self.seq_length - 2         # the first piece was packed
-    tags = tf.gather(self.labels, tf.gather(predicted, tf.minimum(
-        first, self.seq_length - 1), batch_dims=1))
-    tags = tf.where(fits, tags, "")
-    return dict(words=words.to_tensor(""), tags=tags.to_tensor(""))
+  from bert.serving.span_labeler import SpanServing  # pylint: disable=g-import-not-at-top
+  buckets = _buckets(length_buckets, seq_length)
+  return write_serving(
+      lambda m: SpanServing(m, vocab_file, lower_case, seq_length,
+                            max_query_length, max_answer_length, doc_stride,
+                            buckets, n_best_size),
+      model, path, "span_labeler", precision, gate)
 
 
 def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
-                  seq_length: int, labels: Sequence[str]) -> None:
+                  seq_length: int, labels: Sequence[str],
+                  precision: str = "fp32",
+                  length_buckets: Optional[Sequence[int]] = None,
+                  gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
-  module = _TaggerServing(model, vocab_file, lower_case, seq_length, labels)
-  _save_serving(module, path)
+  buckets = _buckets(length_buckets, seq_length)
+  return write_serving(
+      lambda m: TaggerServing(m, vocab_file, lower_case, seq_length, labels,
+                              buckets),
+      model, path, "tagger", precision, gate)

@@ -43,7 +43,8 @@ def _user_errors():
 def _run_failures():
   from bert.training.multi_worker import WorkerLostError  # pylint: disable=g-import-not-at-top
   from bert.training.trainer import NonFiniteLossError  # pylint: disable=g-import-not-at-top
-  return (NonFiniteLossError, WorkerLostError)
+  from bert.serving.gate import AccuracyGateError  # pylint: disable=g-import-not-at-top
+  return (NonFiniteLossError, WorkerLostError, AccuracyGateError)
 
 
 def one_line(error: BaseException) -> str:

@@ -3,6 +3,7 @@
   bert-export --kind=encoder --checkpoint=CKPT --output=DIR
   bert-export --kind=preprocessor --checkpoint=CKPT --output=DIR [--seq_length=128]
   bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
+      [--precision=fp32|bf16|int8] [--max_accuracy_drop=POINTS]
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
 has pre-training heads (any format the loader reads). preprocessor: raw
@@ -12,7 +13,9 @@ span_labeler, tagger: a `bert-train` model_dir of a classification, SQuAD or
 NER run -> `serving_default` on raw strings (classifier: `text` [+ `text_b`]
 -> `probabilities`, `label`; span_labeler: `question`, `context` -> `answer`,
 `score`, `start`, `end`; tagger: `text` -> `words`, `tags`). Loading needs
-tensorflow and, for models that tokenize, `import tensorflow_text`.
+tensorflow and, for models that tokenize, `import tensorflow_text`;
+`bert.export.load_serving(DIR)` runs any precision (int8: the network on
+TFLite) with the same inputs and outputs.
 """
 
 from absl import app
@@ -34,17 +37,40 @@ flags.DEFINE_string("vocab_file", None, "Preprocessor vocab (default: the "
                     "checkpoint's).")
 flags.DEFINE_bool("do_lower_case", None, "Preprocessor casing (default: the "
                   "checkpoint's).")
+flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8"],
+                  "classifier, span_labeler, tagger: the network's precision. "
+                  "int8: dynamic-range int8 on TFLite (XNNPACK); bf16: bf16 "
+                  "matmuls where the CPU has AVX512_BF16 or AMX (else fp32). "
+                  "Reduced precision must pass the accuracy gate on the run's "
+                  "eval split.")
+flags.DEFINE_float("max_accuracy_drop", None, "The accuracy gate's limit, in "
+                   "points below fp32 (default: 0.5 for accuracy and entity "
+                   "F1, 1.0 for SQuAD F1).", lower_bound=0)
 flags.mark_flags_as_required(["kind", "output"])
 
 
 def main(argv):
   del argv
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
+  if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessor"):
+    raise app.UsageError(f"--precision={FLAGS.precision} is for classifier, "
+                         "span_labeler and tagger exports")
   if FLAGS.kind != "preprocessor" and not FLAGS.checkpoint:
     raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
   if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
     from bert.training import trained_run  # pylint: disable=g-import-not-at-top
-    trained_run.export_trained(FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind)
+    manifest = trained_run.export_trained(
+        FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind,
+        precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop)
+    gate = manifest.get("gate")
+    if gate:
+      print(f"accuracy gate: {gate['metric']} on {gate['source']}: fp32 "
+            f"{gate['fp32']:.2f}, {manifest['precision']} "
+            f"{gate[manifest['precision']]:.2f} (limit: "
+            f"{gate['max_drop']:g} points below fp32)")
+    if manifest["precision"] != FLAGS.precision:
+      print(f"precision: {manifest['precision']} (asked {FLAGS.precision}; "
+            "this CPU has no bf16 dot products)")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm)

@@ -172,10 +172,13 @@ def test_span_labeler_serving_matches_postprocessing(tmp_path):
                                                    max_position_embeddings=64)))
   path = str(tmp_path / "span")
   export.export_span_labeler(model, path, vocab(), True, seq_length=64,
-                             max_query_length=16, max_answer_length=5)
-  questions = ["Who wrote it?", "Wo ist das Straße-Schild?"]
+                             max_query_length=16, max_answer_length=5,
+                             doc_stride=16)
+  long_context = " ".join(f"Sentence {i} tells of Émile and the year {1900 + i}."
+                          for i in range(12))
+  questions = ["Who wrote it?", "Wo ist das Straße-Schild?", "Which year?"]
   contexts = ["The  Quick-Brown fox wrote Émile's letter in 1990.",
-              "Das Schild steht an der Straße ½ km von hier."]
+              "Das Schild steht an der Straße ½ km von hier.", long_context]
   got = run_without_bert(f"""
       import json
       import tensorflow as tf, tensorflow_text
@@ -187,18 +190,21 @@ def test_span_labeler_serving_matches_postprocessing(tmp_path):
   """)
   examples = [SquadExample(str(i), q, c, [("x", 0)]) for i, (q, c) in
               enumerate(zip(questions, contexts))]
-  arrays, meta = encode_examples(examples, Tokenizer(vocab()), 64, 64, 16)
-  assert len(meta) == 2                       # one window each
+  arrays, meta = encode_examples(examples, Tokenizer(vocab()), 64, 16, 16)
+  assert len(meta) > 6                        # the long context: many windows
   out = model({k: tf.constant(arrays[k]) for k in
                ("input_word_ids", "input_mask", "input_type_ids")}, training=False)
   predictions, nbest, _ = postprocess(
       examples, meta, out["start_logits"].numpy(), out["end_logits"].numpy(),
-      n_best_size=64, max_answer_length=5)
-  assert got["answer"] == [predictions["0"], predictions["1"]]
-  for i in range(2):
+      n_best_size=20, max_answer_length=5)
+  assert got["answer"] == [predictions[str(i)] for i in range(3)]
+  for i in range(3):
     best = nbest[str(i)][0]
     assert abs(got["score"][i] - (best["start_logit"] + best["end_logit"])) <= 1e-5
     assert got["answer"][i] in contexts[i]
+  # The long context's answer may come from any window, not the first only.
+  first_window = [m for m in meta if m["example"] == 2][0]
+  assert max(first_window["char_spans"].values())[1] < len(long_context)
 
 
 def test_tagger_serving_matches_word_predictions(tmp_path):

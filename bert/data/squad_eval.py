@@ -15,6 +15,12 @@ import numpy as np
 
 from bert.data.squad_examples import SquadExample
 
+# The logit a position past a window's tokens gets before the n-best search
+# (also what cut batches are padded back with): the rows of a window run at
+# the length bucket of their batch, and the model's outputs on [PAD] must
+# not decide which real positions make the n-best.
+PAD_LOGIT = -1e4
+
 
 def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
                 start_logits: np.ndarray, end_logits: np.ndarray,
@@ -28,6 +34,8 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
   {id: null score - best span score},
   v2 only). A span must lie in the context, start in its max-context window,
   end at or after its start and span at most `max_answer_length` pieces.
+  The n-best positions of a window are searched with its positions past the
+  row's tokens (meta `row_length`) at PAD_LOGIT.
   """
   by_example = collections.defaultdict(list)
   for f, m in enumerate(meta):
@@ -38,6 +46,9 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
     null_score = None
     for f in by_example[ex_index]:
       m, s_log, e_log = meta[f], start_logits[f], end_logits[f]
+      if "row_length" in m:
+        s_log, e_log = (np.where(np.arange(len(t)) < m["row_length"], t,
+                                 np.float32(PAD_LOGIT)) for t in (s_log, e_log))
       score_null = float(s_log[0] + e_log[0])
       if null_score is None or score_null < null_score:
         null_score = score_null

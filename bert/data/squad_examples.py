@@ -104,7 +104,8 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
   Returns (arrays, meta): arrays has int32 `input_word_ids`, `input_mask`,
   `input_type_ids` [n, max_seq_length], `feature_id` [n], and when training
   `start_positions`/`end_positions` (0 = [CLS]: no answer in the window);
-  meta[i] has the example index, each position's character span in the
+  meta[i] has the example index, the row's length in tokens, each
+  position's character span in the
   context (None outside the context) and whether it is the piece's
   max-context window.
   """
@@ -155,7 +156,7 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
         piece = start + j
         char_spans[offset + j] = (int(c_start[piece]), int(c_end[piece]))
         max_context[offset + j] = _is_max_context(spans, span_index, piece)
-      meta.append(dict(example=ex_index, char_spans=char_spans,
+      meta.append(dict(example=ex_index, row_length=n, char_spans=char_spans,
                        max_context=max_context))
       if training:
         s = e = 0

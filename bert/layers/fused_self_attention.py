@@ -99,7 +99,7 @@ class FusedSelfAttention(tf_keras.layers.Layer):
     # decide the attention pattern.
     logits = tf.cast(logits, tf.float32)
     if attention_mask is not None:
-      mask = tf.cast(attention_mask, tf.float32)[:, tf.newaxis, :, :]
+      mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), 1)
       logits += (1.0 - mask) * large_negative(tf.float32)
     probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
     dropped = self.attention_dropout(probs, training=training)

@@ -34,8 +34,9 @@ class SelfAttentionMask(tf_keras.layers.Layer):
                        f"{input_mask.shape}")
     if packed:
       # [batch, seq(query), seq(key)]
-      same = tf.equal(input_mask[:, :, tf.newaxis], input_mask[:, tf.newaxis, :])
-      keep = same & (input_mask > 0)[:, tf.newaxis, :]
+      same = tf.equal(tf.expand_dims(input_mask, 2), tf.expand_dims(input_mask, 1))
+      keep = same & tf.expand_dims(input_mask > 0, 1)
       return tf.cast(keep, self.compute_dtype)
-    # [batch, 1, seq]
-    return tf.cast(input_mask, self.compute_dtype)[:, tf.newaxis, :]
+    # [batch, 1, seq]. expand_dims rather than a new-axis slice: TFLite's
+    # STRIDED_SLICE has no new-axis mask, and serving converts this graph.
+    return tf.expand_dims(tf.cast(input_mask, self.compute_dtype), 1)

@@ -136,11 +136,13 @@ class EncoderModel(KerasTraining, tf_keras.Model):
     vocabulary on load)."""
     object.__setattr__(self, "preprocessor", preprocessor)
 
-  def export(self, path: str) -> None:
+  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
     """Writes this model's serving SavedModel on raw strings (what
-    `bert-export` writes for a `bert-train` run of the same task); needs the
-    `preprocessor` (`from_pretrained`, or the model `run_experiment`
-    returns)."""
+    `bert-export` writes for a `bert-train` run of the same task) at
+    `precision` (fp32, bf16, int8), checked by the accuracy `gate` when
+    reduced (`bert.serving.gate`); needs the `preprocessor`
+    (`from_pretrained`, or the model `run_experiment` returns). Returns the
+    export's manifest."""
     raise NotImplementedError(f"{type(self).__name__} has no serving export "
                               "(classifiers, taggers and span labelers do)")
 

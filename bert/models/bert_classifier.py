@@ -40,9 +40,10 @@ class BertClassifier(EncoderModel):
     pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
     return dict(logits=per_example(self.head, pooled, training))
 
-  def export(self, path: str) -> None:
+  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
     """Serving SavedModel: `text` (and `text_b` for pairs) -> `probabilities`
-    and `label` (regression: `score`); see `bert.export.export_classifier`."""
+    and `label` (regression: `score`); see `bert.export.export_classifier`
+    (`precision`, `gate`: `bert.export.write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     if pre.text_pairs is None:
@@ -51,8 +52,10 @@ class BertClassifier(EncoderModel):
     labels = None
     if self.num_classes > 1:
       labels = pre.labels or [str(i) for i in range(self.num_classes)]
-    export.export_classifier(self, path, pre.vocabulary, pre.lower_case,
-                             pre.seq_length, labels, pre.text_pairs)
+    return export.export_classifier(
+        self, path, pre.vocabulary, pre.lower_case, pre.seq_length, labels,
+        pre.text_pairs, precision=precision, length_buckets=pre.length_buckets,
+        gate=gate)
 
   # ---------------------------------------------- Keras training (compile)
   @property

@@ -37,13 +37,15 @@ class BertTokenClassifier(EncoderModel):
     logits = self.dense(self.dropout(sequence, training=training))
     return dict(logits=tf.cast(logits, tf.float32))
 
-  def export(self, path: str) -> None:
+  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
     """Serving SavedModel: `text` -> `words` (whitespace-split) and `tags`;
-    see `bert.export.export_tagger`."""
+    see `bert.export.export_tagger` (`precision`, `gate`:
+    `bert.export.write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
-    export.export_tagger(self, path, pre.vocabulary, pre.lower_case,
-                         pre.seq_length, pre.labels)
+    return export.export_tagger(self, path, pre.vocabulary, pre.lower_case,
+                                pre.seq_length, pre.labels, precision=precision,
+                                length_buckets=pre.length_buckets, gate=gate)
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "accuracy")

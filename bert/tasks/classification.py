@@ -140,6 +140,22 @@ class ClassificationTask(FinetuningTask):
                                   collected["logits"].argmax(-1),
                                   self.metric_names)
 
+  def serving_gate(self, max_drop=None):
+    """The accuracy gate of a reduced-precision export: the eval split,
+    scored by accuracy (regression: Pearson r, in points)."""
+    from bert.serving import gate  # pylint: disable=g-import-not-at-top
+    examples = self.read_examples("eval")
+    pairs = examples[0].text_b is not None
+    texts_b = [e.text_b for e in examples] if pairs else None
+    source = self.source_file("eval")
+    if self.regression:
+      return gate.regression_gate([e.text_a for e in examples],
+                                  [e.label for e in examples], source,
+                                  texts_b, max_drop)
+    return gate.classification_gate([e.text_a for e in examples],
+                                     [e.label for e in examples], source,
+                                     texts_b, max_drop)
+
   # --------------------------------------------------------------- predict
   # What `predict` writes (removed before a predict run).
   prediction_files = ("test_results.tsv",)

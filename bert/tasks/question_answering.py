@@ -89,6 +89,16 @@ class QuestionAnsweringTask(FinetuningTask):
             self.files[split], self.articles(split))
     return self._examples[split]
 
+  def serving_gate(self, max_drop=None):
+    """The accuracy gate of a reduced-precision export: the eval questions,
+    scored by SQuAD F1 (v1.1 rules)."""
+    from bert.serving import gate  # pylint: disable=g-import-not-at-top
+    examples = [e for e in self.examples("eval") if e.answers]
+    return gate.squad_gate([e.question for e in examples],
+                           [e.context for e in examples],
+                           [[a[0] for a in e.answers] for e in examples],
+                           self.source_file("eval"), max_drop)
+
   def row_origins(self, split):
     self.features(split)
     examples = self.examples(split)

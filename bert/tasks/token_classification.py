@@ -81,6 +81,15 @@ class TokenClassificationTask(FinetuningTask):
         ner_data.check_tags(sentences, self.labels, path)
     return self._sentences[split]
 
+  def serving_gate(self, max_drop=None):
+    """The accuracy gate of a reduced-precision export: the eval sentences
+    (words joined by spaces, as serving splits them), scored by entity F1."""
+    from bert.serving import gate  # pylint: disable=g-import-not-at-top
+    sentences = self.sentences("eval")
+    return gate.tagging_gate([" ".join(s.words) for s in sentences],
+                             [s.tags for s in sentences],
+                             self.source_file("eval"), max_drop)
+
   def row_origins(self, split):
     sentences = self.sentences(split)
     return [f"line {sentences[i].line}" for i in self.features(split)["sentence_id"]]

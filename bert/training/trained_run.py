@@ -48,11 +48,18 @@ def load_trained_task(model_dir: str):
   return task, model
 
 
-def export_trained(model_dir: str, path: str,
-                   kind: Optional[str] = None) -> str:
+def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
+                   precision: str = "fp32",
+                   max_accuracy_drop: Optional[float] = None) -> dict:
   """Exports the serving model of a fine-tuned `bert-train` run, by its task:
-  classifier, span_labeler or tagger. Returns the kind; a `kind` given that
-  the run is not is an error, before anything is written."""
+  classifier, span_labeler or tagger, at `precision` (fp32, bf16, int8).
+  A reduced precision must pass the accuracy gate on the task's eval split
+  (`max_accuracy_drop` points below fp32; default per task, see
+  `bert.serving.gate`) or nothing is written. Returns the export's manifest
+  (its `kind`, `precision`, the gate's figures); a `kind` given that the run
+  is not is an error, before anything is written."""
+  from bert import export  # pylint: disable=g-import-not-at-top
+  export.check_precision(precision)
   task, model = load_trained_task(model_dir)
   kinds = ((tasks.ClassificationTask, "classifier"),
            (tasks.TokenClassificationTask, "tagger"),
@@ -64,7 +71,8 @@ def export_trained(model_dir: str, path: str,
                           f"use --kind={run_kind}")
       # The same export as a model trained from Python (`model.export`).
       model.attach_preprocessor(task.preprocessor())
-      model.export(path)
-      return run_kind
+      gate = (None if precision == "fp32"
+              else task.serving_gate(max_drop=max_accuracy_drop))
+      return model.export(path, precision=precision, gate=gate)
   raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
                    "serving export (classification, QA and tagging do)")

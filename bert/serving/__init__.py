@@ -1,0 +1,2 @@
+"""Serving on CPU: raw-string serving graphs, reduced-precision runtimes, and
+the loader that hides which one an export uses."""

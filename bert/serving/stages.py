@@ -1,0 +1,97 @@
+"""Serving in three stages: strings -> model inputs -> model outputs -> answers.
+
+Every serving export is a `ServingModule`: `preprocess` (raw strings ->
+the encoder inputs of the batch, cut to its length bucket, plus whatever
+`postprocess` needs), `network` (encoder inputs -> the model's outputs) and
+`postprocess` (strings, features, outputs -> the answers). `serve` chains
+them in one graph and is the SavedModel's `serving_default`; the three stages
+are saved as signatures of their own, so a reduced-precision runtime (TFLite)
+can replace `network` while the exact tokenizer and post-processing stay in
+TensorFlow (`bert.serving.loader`).
+
+Each stage takes one dict of tensors and returns one: a SavedModel signature
+takes keyword arguments named after the dict keys.
+"""
+
+from typing import Dict, Sequence
+
+import tensorflow as tf
+
+from bert.data import length_buckets as lb
+from bert.features import ENCODER_INPUTS
+
+STAGES = ("preprocess", "network", "postprocess")
+
+
+def cut_to_bucket(inputs: Dict[str, tf.Tensor], buckets: Sequence[int]
+                  ) -> Dict[str, tf.Tensor]:
+  """Encoder inputs [batch, seq] cut to the smallest bucket that holds the
+  batch's longest row: no compute on trailing padding. The cut is by
+  bucket, not to the longest row itself, so a runtime that plans per shape
+  (TFLite, XLA) sees a few lengths only."""
+  return lb.bucket_cutter(ENCODER_INPUTS, buckets)(inputs)
+
+
+class ServingModule(tf.Module):
+  """A serving graph: `serve` = postprocess(preprocess(strings), network(..)).
+
+  Subclasses set `string_inputs` (the names of the [batch] string inputs)
+  and implement `_preprocess(strings)` (-> dict with the ENCODER_INPUTS and
+  any extra features), `_postprocess(strings, features, outputs)`; the
+  network is the Keras model on the ENCODER_INPUTS in inference mode.
+  """
+
+  string_inputs: Sequence[str] = ()
+
+  def __init__(self, model, buckets: Sequence[int], name: str):
+    super().__init__(name=name)
+    self.model = model
+    self.buckets = tuple(int(b) for b in buckets)
+    strings = {k: tf.TensorSpec([None], tf.string, name=k)
+               for k in self.string_inputs}
+    ids = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+           for k in ENCODER_INPUTS}
+    self.preprocess = tf.function(self._preprocess, input_signature=[strings])
+    self.network = tf.function(self._network, input_signature=[ids])
+    self.serve = tf.function(self._serve, input_signature=[strings])
+    # postprocess's signature holds the features and outputs, whose specs
+    # are known once preprocess and network are traced.
+    features = self.preprocess.get_concrete_function().structured_outputs
+    outputs = self.network.get_concrete_function().structured_outputs
+    post = dict(strings)
+    post.update({k: tf.TensorSpec(v.shape, v.dtype, name=k)
+                 for k, v in features.items()})
+    post.update({k: tf.TensorSpec(v.shape, v.dtype, name=k)
+                 for k, v in outputs.items()})
+    self._output_names = tuple(outputs)
+    self._feature_names = tuple(features)
+    self.postprocess = tf.function(self._postprocess_flat,
+                                   input_signature=[post])
+
+  def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
+    """What `tf.saved_model.save` writes: `serving_default` and each stage."""
+    return dict(serving_default=self.serve.get_concrete_function(),
+                preprocess=self.preprocess.get_concrete_function(),
+                network=self.network.get_concrete_function(),
+                postprocess=self.postprocess.get_concrete_function())
+
+  def _network(self, inputs):
+    return dict(self.model({k: inputs[k] for k in ENCODER_INPUTS},
+                           training=False))
+
+  def _postprocess_flat(self, flat):
+    strings = {k: flat[k] for k in self.string_inputs}
+    features = {k: flat[k] for k in self._feature_names}
+    outputs = {k: flat[k] for k in self._output_names}
+    return self._postprocess(strings, features, outputs)
+
+  def _serve(self, strings):
+    features = self._preprocess(strings)
+    outputs = self._network(features)
+    return self._postprocess(strings, features, outputs)
+
+  def _preprocess(self, strings):
+    raise NotImplementedError
+
+  def _postprocess(self, strings, features, outputs):
+    raise NotImplementedError

@@ -1,0 +1,221 @@
+"""Reduced-precision serving exports, the one loader, and the accuracy gate."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert import BertEncoder, export
+from bert.data import classification_data as cd
+from bert.models import BertClassifier, BertTokenClassifier
+from bert.serving import cpu, gate, loader, tflite
+from conftest import minilm_dir, shared_data, small_config
+
+
+def vocab():
+  return os.path.join(minilm_dir(), "vocab.txt")
+
+
+def sst2_texts(n):
+  return [e.text_a for e in cd.read_glue(
+      "sst-2", shared_data("glue", "SST-2", "dev.tsv"), "eval")[:n]]
+
+
+def classifier(seed=0, scale=1.0):
+  """A small classifier whose head is scaled up, so its labels are confident
+  (near-ties would flip under any rounding and blur the gate tests)."""
+  tf.keras.utils.set_random_seed(seed)
+  model = BertClassifier(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=64)), 2)
+  kernel = [w for w in model.head.weights if "kernel" in w.name][-1]
+  kernel.assign(kernel * scale)
+  return model
+
+
+def export_classifier(model, path, precision="fp32", gate_=None, buckets=None):
+  return export.export_classifier(model, str(path), vocab(), True, 64,
+                                  ["neg", "pos"], pairs=False,
+                                  precision=precision, length_buckets=buckets,
+                                  gate=gate_)
+
+
+def test_every_precision_loads_with_one_loader_and_the_same_outputs(tmp_path):
+  model = classifier(scale=20.0)
+  texts = sst2_texts(40) + [""]
+  served = {}
+  for precision in ("fp32", "bf16", "int8"):
+    manifest = export_classifier(model, tmp_path / precision, precision,
+                                 buckets=(16, 32, 64))
+    # bf16 falls back to fp32 on a CPU without bf16 dot products.
+    expected = "fp32" if precision == "bf16" and not cpu.has_bf16() else precision
+    assert manifest["precision"] == expected
+    on_disk = loader.read_manifest(str(tmp_path / precision))
+    assert on_disk["runtime"] == ("tflite" if precision == "int8" else "saved_model")
+    serve = export.load_serving(str(tmp_path / precision))
+    served[precision] = loader.as_numpy(serve(text=texts))
+    # Batches of 0 and 1 rows too.
+    assert loader.as_numpy(serve(text=[]))["label"].shape == (0,)
+    assert serve(text=texts[:1])["label"].shape == (1,)
+  # The SavedModel's own signature is the fp32 reference, whatever the
+  # precision (the TFLite network sits beside it).
+  signature = tf.saved_model.load(str(tmp_path / "int8")).signatures["serving_default"]
+  ref = loader.as_numpy(signature(text=tf.constant(texts)))
+  for precision, out in served.items():
+    assert set(out) == set(ref) == {"probabilities", "label"}
+    assert out["probabilities"].dtype == ref["probabilities"].dtype
+    assert out["probabilities"].shape == ref["probabilities"].shape
+    tolerance = {"fp32": 1e-6, "bf16": 0.05, "int8": 0.05}[precision]
+    assert np.abs(out["probabilities"] - ref["probabilities"]).max() <= tolerance
+    assert (out["label"] == ref["label"]).mean() >= 0.9
+  # int8 is not fp32 in disguise: the network really ran elsewhere.
+  assert np.abs(served["int8"]["probabilities"] - ref["probabilities"]).max() > 1e-6
+
+
+def test_batches_run_at_their_length_bucket(tmp_path):
+  model = classifier()
+  export_classifier(model, tmp_path / "m", buckets=(16, 32, 64))
+  pre = tf.saved_model.load(str(tmp_path / "m")).signatures["preprocess"]
+  short = pre(text=tf.constant(["a b c", "d"]))
+  assert short["input_word_ids"].shape[1] == 16
+  longer = pre(text=tf.constant(["a b c", " ".join(["word"] * 20)]))
+  assert longer["input_word_ids"].shape[1] == 32
+  full = pre(text=tf.constant([" ".join(["word"] * 200)]))
+  assert full["input_word_ids"].shape[1] == 64
+  # Cutting changes no answer: the same rows at the full length.
+  serve = export.load_serving(str(tmp_path / "m"))
+  texts = ["a b c", "d", " ".join(["word"] * 20)]
+  got = serve(text=texts)["probabilities"].numpy()
+  ids = export.ClassifierServing(model, vocab(), True, 64, ["neg", "pos"],
+                                 False, (64,)).preprocess({"text": tf.constant(texts)})
+  assert ids["input_word_ids"].shape[1] == 64
+  full_length = tf.nn.softmax(model(ids, training=False)["logits"]).numpy()
+  assert np.abs(got - full_length).max() <= 1e-5
+
+
+def self_labelled_gate(model, texts, max_drop):
+  """A gate whose gold labels are the fp32 model's own, so fp32 scores 100."""
+  reference = export.ClassifierServing(model, vocab(), True, 64, ["neg", "pos"],
+                                       False, (64,))
+  labels = [l.decode() for l in reference.serve({"text": tf.constant(texts)})
+            ["label"].numpy()]
+  return gate.classification_gate(texts, labels, "sst2-dev-sample", None,
+                                  max_drop)
+
+
+def test_gate_passes_a_good_int8_export_and_records_both_figures(tmp_path):
+  model = classifier(scale=20.0)
+  texts = sst2_texts(64)
+  manifest = export_classifier(model, tmp_path / "ok", "int8",
+                               gate_=self_labelled_gate(model, texts, 5.0))
+  figures = manifest["gate"]
+  assert figures["fp32"] == 100.0 and figures["int8"] >= 95.0
+  assert figures["metric"] == "accuracy" and figures["source"] == "sst2-dev-sample"
+  written = json.load(open(tmp_path / "ok" / "assets.extra" / "serving.json"))
+  assert written["gate"] == figures
+
+
+def test_gate_refuses_a_broken_quantization_naming_both_figures(tmp_path,
+                                                                monkeypatch):
+  model = classifier(scale=20.0)
+  texts = sst2_texts(64)
+  real_convert = tflite.convert
+
+  def broken_convert(network, module, quantize=True):
+    # Weights scaled wrong: the converted head's kernel is negated.
+    kernel = [w for w in module.model.head.weights if "kernel" in w.name][-1]
+    saved = kernel.numpy()
+    kernel.assign(-saved)
+    try:
+      fresh = tf.function(module._network, input_signature=[
+          {k: tf.TensorSpec([None, None], tf.int32, name=k)
+           for k in ("input_word_ids", "input_mask", "input_type_ids")}])
+      return real_convert(fresh.get_concrete_function(), module, quantize)
+    finally:
+      kernel.assign(saved)
+
+  monkeypatch.setattr(tflite, "convert", broken_convert)
+  path = tmp_path / "broken"
+  with pytest.raises(gate.AccuracyGateError) as e:
+    export_classifier(model, path, "int8",
+                      gate_=self_labelled_gate(model, texts, 0.5))
+  message = str(e.value)
+  assert "\n" not in message
+  assert "int8 export refused" in message and "sst2-dev-sample" in message
+  assert "at fp32" in message and "100.00 at fp32" in message
+  int8_figure = float(message.split(" is ")[1].split(" at int8")[0])
+  assert int8_figure < 99.5
+  assert not path.exists()            # nothing written
+  # Negative control: the same gate passes the unbroken conversion.
+  monkeypatch.setattr(tflite, "convert", real_convert)
+  export_classifier(model, path, "int8", gate_=self_labelled_gate(model, texts, 5.0))
+  assert path.exists()
+
+
+def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
+                                                                  caplog):
+  assert cpu.has_bf16(frozenset({"avx2", "avx512_bf16"}))
+  assert cpu.has_bf16(frozenset({"amx_bf16"}))
+  assert not cpu.has_bf16(frozenset({"avx2", "fma", "avx512f", "avx512_vnni"}))
+  model = classifier()
+  with caplog.at_level("WARNING"):
+    manifest = export.write_serving(
+        lambda m: export.ClassifierServing(m, vocab(), True, 64, ["neg", "pos"],
+                                           False, (64,)),
+        model, str(tmp_path / "m"), "classifier", "bf16", bf16_cpu=False)
+  assert manifest["precision"] == "fp32"
+  assert manifest["requested_precision"] == "bf16"
+  assert any("neither AVX512_BF16 nor AMX" in r.getMessage() for r in caplog.records)
+  # With the feature the network computes in bf16.
+  manifest = export.write_serving(
+      lambda m: export.ClassifierServing(m, vocab(), True, 64, ["neg", "pos"],
+                                         False, (64,)),
+      model, str(tmp_path / "b"), "classifier", "bf16", bf16_cpu=True)
+  assert manifest["precision"] == "bf16"
+  network = tf.saved_model.load(str(tmp_path / "b")).signatures["network"]
+  graph = network.graph.as_graph_def()
+  dtypes = {n.attr["T"].type for f in graph.library.function for n in f.node_def
+            if n.op in ("MatMul", "BatchMatMulV2", "_MklMatMul")}
+  assert tf.bfloat16.as_datatype_enum in dtypes
+
+
+def test_tagger_int8_serves_the_same_words(tmp_path):
+  labels = ["O", "B-person", "I-person"]
+  tf.keras.utils.set_random_seed(1)
+  model = BertTokenClassifier(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=64)), len(labels))
+  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", ""]
+  out = {}
+  for precision in ("fp32", "int8"):
+    export.export_tagger(model, str(tmp_path / precision), vocab(), True, 64,
+                         labels, precision=precision)
+    out[precision] = loader.as_numpy(
+        export.load_serving(str(tmp_path / precision))(text=texts))
+  assert (out["int8"]["words"] == out["fp32"]["words"]).all()
+  assert out["int8"]["tags"].shape == out["fp32"]["tags"].shape
+  assert ((out["int8"]["tags"] == b"") == (out["fp32"]["tags"] == b"")).all()
+
+
+def test_loader_errors_name_the_file(tmp_path):
+  with pytest.raises(loader.ServingError, match="not a SavedModel folder"):
+    export.load_serving(str(tmp_path))
+  model = classifier()
+  path = tmp_path / "m"
+  export_classifier(model, path, "int8")
+  os.remove(path / "assets.extra" / "network_int8.tflite")
+  with pytest.raises(loader.ServingError, match="serving.json.*not in assets.extra"):
+    export.load_serving(str(path))
+  (path / "assets.extra" / "serving.json").write_text("{not json")
+  with pytest.raises(loader.ServingError, match="serving.json: unreadable"):
+    export.load_serving(str(path))
+  with pytest.raises(TypeError, match="serving takes text"):
+    export.load_serving(str(_fp32(model, tmp_path)))(question=["x"])
+  with pytest.raises(ValueError, match="precision must be one of"):
+    export_classifier(model, tmp_path / "x", "int4")
+
+
+def _fp32(model, tmp_path):
+  path = tmp_path / "fp32"
+  export_classifier(model, path)
+  return path
