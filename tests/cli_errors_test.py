@@ -207,6 +207,9 @@ CASES = [
     # bert-export
     Case("export_classifier_needs_run", ["bert-export", "--kind=classifier",
                                          "--output={out}"], ["--checkpoint"]),
+    Case("export_precision_of_an_encoder", [
+        "bert-export", "--kind=encoder", "--checkpoint={ckpt_truncated}",
+        "--output={out}", "--precision=int8"], ["--precision=int8", "classifier"]),
     Case("export_not_a_run", ["bert-export", "--kind=classifier",
                               "--checkpoint={empty_run}", "--output={out}"],
          ["operative_config.gin"]),
@@ -241,6 +244,7 @@ SLOW = {"train_bad_mode", "train_gin_param_unknown_class", "train_strategy_unkno
         "train_batch_negative", "train_seq_length_too_long",
         "train_checkpoint_missing", "train_steps_per_loop_text",
         "convert_truncated_weights", "export_classifier_needs_run",
+        "export_precision_of_an_encoder",
         "data_seq_too_short", "features_layers_not_numbers",
         "train_missing_model_dir", "train_checkpoint_bad_json",
         "train_ner_bad_line", "convert_unknown_format"}

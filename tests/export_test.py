@@ -131,6 +131,7 @@ EncoderSource.bert_config = "{config}"
 EncoderSource.vocab_file = "{vocab()}"
 EncoderSource.do_lower_case = True
 ClassificationData.train_file = "{data}"
+ClassificationData.eval_file = "{data}"
 ClassificationData.text_a_column = "text"
 ClassificationData.labels = ["neg", "pos"]
 FinetuningInputs.seq_length = 16
@@ -161,6 +162,18 @@ RuntimeConfig.strategy = "one_device"
   expected = tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},
                                  training=False)["logits"]).numpy()
   assert np.abs(np.array(got) - expected).max() <= 1e-5
+  # int8, through the accuracy gate on the run's eval split.
+  out8 = str(tmp_path / "served8")
+  done = subprocess.run([sys.executable, "-m", "bert.scripts.export",
+                         "--kind=classifier", f"--checkpoint={model_dir}",
+                         f"--output={out8}", "--precision=int8",
+                         "--max_accuracy_drop=100"],
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert f"accuracy gate: accuracy on {data}: fp32 " in done.stdout
+  assert ", int8 " in done.stdout and "limit: 100 points" in done.stdout
+  served = export.load_serving(out8)(text=texts)["probabilities"].numpy()
+  assert np.abs(served - expected).max() <= 0.05
 
 
 def test_span_labeler_serving_matches_postprocessing(tmp_path):
