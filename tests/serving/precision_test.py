@@ -219,3 +219,26 @@ def _fp32(model, tmp_path):
   path = tmp_path / "fp32"
   export_classifier(model, path)
   return path
+
+
+def test_tflite_network_cuts_padding_to_a_multiple_of_8_and_changes_no_real_token():
+  tf.keras.utils.set_random_seed(2)
+  model = BertTokenClassifier(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=64)), 3)
+  module = export.TaggerServing(model, vocab(), True, 64, ["O", "B", "I"], (64,))
+  blob = tflite.convert(module.network.get_concrete_function(), module)
+  rng = np.random.default_rng(0)
+  lengths = np.array([11, 5, 3])
+  ids = rng.integers(1000, 20000, (3, 64)).astype(np.int32)
+  mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
+  inputs = dict(input_word_ids=ids * mask, input_mask=mask,
+                input_type_ids=np.zeros_like(ids))
+  cut = tflite.TFLiteNetwork(blob, num_threads=2)(**inputs)["logits"]
+  assert cut.shape == (3, 16, 3)                      # 11 rounded up to 16
+  whole = tflite.TFLiteNetwork(blob, num_threads=2, granularity=64)(**inputs)["logits"]
+  assert whole.shape == (3, 64, 3)
+  real = mask[:, :16].astype(bool)
+  assert np.abs(cut[real] - whole[:, :16][real]).max() <= 1e-5
+  # And both are the model's logits, within int8's rounding.
+  ref = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
+  assert np.abs(cut[real] - ref[:, :16][real]).max() <= 0.05
