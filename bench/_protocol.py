@@ -20,6 +20,7 @@ Errors come back as {"ok": false, "error": "..."}; the driver reports them.
 
 import json
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -46,11 +47,18 @@ def synthetic_batch(batch, seq, seed=0):
   return ids, mask, types, labels
 
 
+def reply_channel():
+  """The worker's reply stream: its original stdout. Whatever else prints
+  to stdout (frameworks, stray prints) goes to stderr from now on."""
+  out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+  os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+  return out
+
+
 def serve(build):
   """Runs the command loop. `build(spec)` returns a function that runs one
   iteration of the case to completion (results materialised)."""
-  out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-  os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # stray prints -> stderr
+  out = reply_channel()
   cases = {}
   for line in sys.stdin:
     msg = json.loads(line)
@@ -76,3 +84,39 @@ def serve(build):
       traceback.print_exc()
       reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
     out.write(json.dumps(reply) + "\n")
+
+
+class Worker:
+  """The orchestrator's end of one worker process: JSON commands on its
+  stdin, one JSON reply per command on its stdout, its stderr in `log`."""
+
+  def __init__(self, name, argv, cwd, log, env=None):
+    self.name = name
+    self.log = log
+    self.proc = subprocess.Popen(
+        argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=open(log, "w"), text=True, env=dict(os.environ, **(env or {})))
+
+  def call_full(self, **msg):
+    """Sends one command; returns the whole reply."""
+    self.proc.stdin.write(json.dumps(msg) + "\n")
+    self.proc.stdin.flush()
+    line = self.proc.stdout.readline()
+    if not line:
+      raise RuntimeError(f"worker {self.name} died; see {self.log}")
+    reply = json.loads(line)
+    if not reply["ok"]:
+      raise RuntimeError(f"worker {self.name}: {reply['error']} (see {self.log})")
+    return reply
+
+  def call(self, **msg):
+    """Sends one command; returns its wall seconds."""
+    return self.call_full(**msg)["seconds"]
+
+  def close(self):
+    try:
+      self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+      self.proc.stdin.flush()
+      self.proc.wait(timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+      self.proc.kill()

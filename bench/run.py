@@ -19,7 +19,6 @@ machine's matmul peak is an n x n fp32 matmul (2*n^3 FLOPs) in torch and TF.
 """
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -67,41 +66,6 @@ def flops_per_sequence(model, seq, mode):
   return forward * (TRAIN_FACTOR if mode == "train" else 1)
 
 
-class Worker:
-  """One worker process speaking bench._protocol."""
-
-  def __init__(self, name, argv, env=None):
-    self.name = name
-    self.proc = subprocess.Popen(
-        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=open(os.path.join(HERE, f".{name}.log"), "w"), text=True,
-        env=dict(os.environ, **(env or {})))
-
-  def call_full(self, **msg):
-    """Sends one command; returns the whole reply."""
-    self.proc.stdin.write(json.dumps(msg) + "\n")
-    self.proc.stdin.flush()
-    line = self.proc.stdout.readline()
-    if not line:
-      raise RuntimeError(f"worker {self.name} died; see bench/.{self.name}.log")
-    reply = json.loads(line)
-    if not reply["ok"]:
-      raise RuntimeError(f"worker {self.name}: {reply['error']}")
-    return reply
-
-  def call(self, **msg):
-    """Sends one command; returns its wall seconds."""
-    return self.call_full(**msg)["seconds"]
-
-  def close(self):
-    try:
-      self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
-      self.proc.stdin.flush()
-      self.proc.wait(timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-      self.proc.kill()
-
-
 def keras_hub_python():
   python = os.path.join(KERAS_HUB_VENV, "bin", "python")
   if not os.path.exists(python):
@@ -124,7 +88,8 @@ def start_workers(names):
     env = None
     if base.startswith("tf_"):
       env = dict(TF_ENABLE_ONEDNN_OPTS="1" if option == "onednn" else "0")
-    workers[name] = Worker(name, cmd, env)
+    workers[name] = P.Worker(name, cmd, ROOT,
+                             os.path.join(HERE, f".{name}.log"), env)
   return workers
 
 

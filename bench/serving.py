@@ -75,6 +75,7 @@ import subprocess
 import sys
 import time
 import traceback
+from bench import _protocol
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -191,8 +192,7 @@ def serve(build):
   """The worker's command loop (see the module docstring). `build(spec)`
   returns (predict, info): predict maps a list of example dicts to one
   string each; info is a JSON-able dict for the report."""
-  out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
-  os.dup2(sys.stderr.fileno(), sys.stdout.fileno())   # stray prints -> stderr
+  out = _protocol.reply_channel()
   cases = {}
   for line in sys.stdin:
     msg = json.loads(line)
@@ -233,36 +233,6 @@ def percentile(values, q):
 
 
 # ------------------------------------------------------------ orchestrator
-class Worker:
-  """One worker process speaking the protocol above."""
-
-  def __init__(self, name, argv, log_dir, env=None):
-    self.name = name
-    self.log = os.path.join(log_dir, f".serving_{name}.log")
-    self.proc = subprocess.Popen(
-        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=open(self.log, "w"), text=True, env=dict(os.environ, **(env or {})))
-
-  def call(self, **msg):
-    self.proc.stdin.write(json.dumps(msg) + "\n")
-    self.proc.stdin.flush()
-    line = self.proc.stdout.readline()
-    if not line:
-      raise RuntimeError(f"worker {self.name} died; see {self.log}")
-    reply = json.loads(line)
-    if not reply["ok"]:
-      raise RuntimeError(f"worker {self.name}: {reply['error']} (see {self.log})")
-    return reply
-
-  def close(self):
-    try:
-      self.proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
-      self.proc.stdin.flush()
-      self.proc.wait(timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-      self.proc.kill()
-
-
 def ort_python():
   python = os.path.join(ORT_VENV, "bin", "python")
   if not os.path.exists(python):
@@ -484,7 +454,9 @@ def main():
   for impl in impls:
     python = sys.executable if impl.startswith("ours") else ort_python()
     env = dict(OMP_WAIT_POLICY=args.omp_wait_policy) if args.omp_wait_policy else None
-    workers[impl] = Worker(impl, [python] + IMPLS[impl], args.work_dir, env)
+    workers[impl] = _protocol.Worker(
+        impl, [python] + IMPLS[impl], ROOT,
+        os.path.join(args.work_dir, f".serving_{impl}.log"), env)
   info, predictions, results, busy = {}, {}, {}, []
   try:
     for task in tasks:
@@ -494,9 +466,9 @@ def main():
                     limit=limits[task], squad_titles=titles[task],
                     batch_size=args.batch_size, latency_requests=args.latency_requests,
                     warmup=args.warmup, cache_dir=os.path.join(args.work_dir, "onnx"))
-        reply = workers[impl].call(cmd="build", key=task, spec=spec)
+        reply = workers[impl].call_full(cmd="build", key=task, spec=spec)
         info[(task, impl)] = reply["info"]
-        predictions[(task, impl)] = workers[impl].call(
+        predictions[(task, impl)] = workers[impl].call_full(
             cmd="predict", key=task)["predictions"]
         print(f"built {task}/{impl} in {reply['seconds']:.1f} s "
               f"({reply['examples']} examples)", flush=True)
@@ -510,7 +482,7 @@ def main():
         for mode in modes:
           k = r % len(impls)
           for impl in impls[k:] + impls[:k]:
-            reply = workers[impl].call(cmd="time", key=task, mode=mode)
+            reply = workers[impl].call_full(cmd="time", key=task, mode=mode)
             results.setdefault((task, mode, impl), []).append(reply)
       print(f"round {r + 1}/{args.repeats} done ({time.time() - started:.0f} s)",
             flush=True)
