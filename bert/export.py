@@ -138,7 +138,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   """
   check_precision(precision)
   fp32 = make_module(model)
-  module, network, blob = fp32, None, None
+  module, blob = fp32, None
+  candidate = None            # builds the reduced-precision serving callable
   manifest = dict(format=MANIFEST_FORMAT, kind=kind, requested_precision=precision,
                   string_inputs=list(fp32.string_inputs),
                   buckets=list(fp32.buckets))
@@ -150,18 +151,16 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       precision = "fp32"
     else:
       module = make_module(bf16_copy(model))
-      network = lambda **x: module.network(x)
+      candidate = lambda: _in_memory(module)
   if precision == "int8":
     blob = tflite.convert(fp32.network.get_concrete_function(), fp32)
-    network = tflite.TFLiteNetwork(blob)
+    candidate = lambda: _in_memory(fp32, tflite.TFLiteNetwork(blob))
   manifest.update(precision=precision,
                   runtime="tflite" if blob is not None else "saved_model")
   if blob is not None:
     manifest["network"] = "network_int8.tflite"
-  if gate is not None and precision != "fp32":
-    manifest["gate"] = gate.check(_in_memory(fp32),
-                                  _in_memory(fp32 if blob is not None else module,
-                                             network), precision)
+  if gate is not None and candidate is not None:
+    manifest["gate"] = gate.check(_in_memory(fp32), candidate(), precision)
   with _output_folder(path) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.signatures())
     extra = os.path.join(tmp, "assets.extra")

@@ -87,13 +87,19 @@ def _concat(arrays: List[np.ndarray]) -> np.ndarray:
   return np.concatenate(arrays)
 
 
+def _text_inputs(texts, texts_b) -> Dict[str, List[str]]:
+  """The classifier's serving inputs: `text`, and `text_b` for pairs."""
+  inputs = {"text": list(texts)}
+  if texts_b is not None:
+    inputs["text_b"] = list(texts_b)
+  return inputs
+
+
 def classification_gate(texts: Sequence[str], labels: Sequence[str],
                         source: str, texts_b: Optional[Sequence[str]] = None,
                         max_drop: Optional[float] = None) -> AccuracyGate:
   """Accuracy of the served `label` against `labels` (label names)."""
-  inputs = {"text": list(texts)}
-  if texts_b is not None:
-    inputs["text_b"] = list(texts_b)
+  inputs = _text_inputs(texts, texts_b)
   truth = np.array([str(l) for l in labels])
 
   def score(out):
@@ -109,9 +115,7 @@ def regression_gate(texts: Sequence[str], targets: Sequence[float],
                     source: str, texts_b: Optional[Sequence[str]] = None,
                     max_drop: Optional[float] = None) -> AccuracyGate:
   """Pearson r (x 100, points) of the served `score` against `targets`."""
-  inputs = {"text": list(texts)}
-  if texts_b is not None:
-    inputs["text_b"] = list(texts_b)
+  inputs = _text_inputs(texts, texts_b)
   truth = np.asarray(targets, np.float64)
 
   def score(out):

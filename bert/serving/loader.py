@@ -45,7 +45,7 @@ class StagedServing:
     strings = _string_inputs(strings, self.string_inputs)
     features = self._preprocess(**strings)
     inputs = {k: features[k] for k in ENCODER_INPUTS}
-    empty = int(tf.shape(inputs["input_word_ids"])[0]) == 0
+    empty = inputs["input_word_ids"].shape[0] == 0
     outputs = (self._empty_network if empty else self._network)(
         **{k: v.numpy() if hasattr(v, "numpy") else v for k, v in inputs.items()})
     flat = dict(strings)
@@ -74,7 +74,7 @@ def _string_inputs(strings: Mapping, names: Sequence[str]) -> Dict[str, tf.Tenso
     if v.shape.rank != 1:
       raise ValueError(f"serving input {k} must be a 1-D batch of strings, got "
                        f"shape {v.shape}")
-  sizes = {int(tf.shape(v)[0]) for v in out.values()}
+  sizes = {v.shape[0] for v in out.values()}
   if len(sizes) > 1:
     raise ValueError(f"serving inputs {', '.join(names)} differ in batch size")
   return out
