@@ -104,6 +104,8 @@ def self_labelled_gate(model, texts, max_drop):
                                   max_drop)
 
 
+# Slow: the refusal test's negative control passes a good export too.
+@pytest.mark.slow
 def test_gate_passes_a_good_int8_export_and_records_both_figures(tmp_path):
   model = classifier(scale=20.0)
   texts = sst2_texts(64)
@@ -147,10 +149,14 @@ def test_gate_refuses_a_broken_quantization_naming_both_figures(tmp_path,
   int8_figure = float(message.split(" is ")[1].split(" at int8")[0])
   assert int8_figure < 99.5
   assert not path.exists()            # nothing written
-  # Negative control: the same gate passes the unbroken conversion.
+  # Negative control: the same gate passes the unbroken conversion, and
+  # the export keeps both figures.
   monkeypatch.setattr(tflite, "convert", real_convert)
-  export_classifier(model, path, "int8", gate_=self_labelled_gate(model, texts, 5.0))
+  manifest = export_classifier(model, path, "int8",
+                               gate_=self_labelled_gate(model, texts, 5.0))
   assert path.exists()
+  assert manifest["gate"]["fp32"] == 100.0 and manifest["gate"]["int8"] >= 95.0
+  assert loader.read_manifest(str(path))["gate"] == manifest["gate"]
 
 
 def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
@@ -180,6 +186,8 @@ def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
   assert tf.bfloat16.as_datatype_enum in dtypes
 
 
+# Slow: the TFLite network test below runs a tagger network too.
+@pytest.mark.slow
 def test_tagger_int8_serves_the_same_words(tmp_path):
   labels = ["O", "B-person", "I-person"]
   tf.keras.utils.set_random_seed(1)
@@ -202,23 +210,21 @@ def test_loader_errors_name_the_file(tmp_path):
     export.load_serving(str(tmp_path))
   model = classifier()
   path = tmp_path / "m"
-  export_classifier(model, path, "int8")
-  os.remove(path / "assets.extra" / "network_int8.tflite")
+  export_classifier(model, path)
+  with pytest.raises(TypeError, match="serving takes text"):
+    export.load_serving(str(path))(question=["x"])
+  # A manifest naming a TFLite network that is not there.
+  manifest_path = path / "assets.extra" / "serving.json"
+  manifest = json.loads(manifest_path.read_text())
+  manifest.update(runtime="tflite", network="network_int8.tflite")
+  manifest_path.write_text(json.dumps(manifest))
   with pytest.raises(loader.ServingError, match="serving.json.*not in assets.extra"):
     export.load_serving(str(path))
-  (path / "assets.extra" / "serving.json").write_text("{not json")
+  manifest_path.write_text("{not json")
   with pytest.raises(loader.ServingError, match="serving.json: unreadable"):
     export.load_serving(str(path))
-  with pytest.raises(TypeError, match="serving takes text"):
-    export.load_serving(str(_fp32(model, tmp_path)))(question=["x"])
   with pytest.raises(ValueError, match="precision must be one of"):
     export_classifier(model, tmp_path / "x", "int4")
-
-
-def _fp32(model, tmp_path):
-  path = tmp_path / "fp32"
-  export_classifier(model, path)
-  return path
 
 
 def test_tflite_network_cuts_padding_to_a_multiple_of_8_and_changes_no_real_token():
