@@ -227,24 +227,90 @@ def test_loader_errors_name_the_file(tmp_path):
     export_classifier(model, tmp_path / "x", "int4")
 
 
-def test_tflite_network_cuts_padding_to_a_multiple_of_8_and_changes_no_real_token():
-  tf.keras.utils.set_random_seed(2)
-  model = BertTokenClassifier(BertEncoder(small_config(
-      vocab_size=30522, max_position_embeddings=64)), 3)
-  module = export.TaggerServing(model, vocab(), True, 64, ["O", "B", "I"], (64,))
+def _partitions(values):
+  """Every split of a sorted list into runs of consecutive items."""
+  if not values:
+    yield []
+    return
+  for end in range(1, len(values) + 1):
+    for rest in _partitions(values[end:]):
+      yield [values[:end]] + rest
+
+
+def test_length_groups_are_the_cheapest_split_and_cover_every_row_once():
+  rng = np.random.default_rng(3)
+  for trial in range(40):
+    lengths = rng.integers(1, 65, rng.integers(1, 12))
+    cost = float(rng.choice([0, 8, 64, 300]))
+    groups = tflite.plan_groups(lengths, 8, cost)
+    rows = np.concatenate([r for r, _ in groups])
+    assert sorted(rows.tolist()) == list(range(len(lengths)))
+    for r, length in groups:
+      assert length % 8 == 0 and (lengths[r] <= length).all()
+    total = sum(len(r) * length + cost for r, length in groups)
+    # Brute force over every split of the distinct rounded lengths.
+    rounded = np.maximum(8, -(-lengths // 8) * 8)
+    values = sorted(set(rounded.tolist()))
+    brute = min(sum((np.isin(rounded, run).sum() * run[-1] + cost) for run in split)
+                for split in _partitions(values))
+    assert total == brute, (trial, lengths, cost)
+  # Free calls: one group per distinct rounded length; costly calls: one group.
+  assert len(tflite.plan_groups(np.array([3, 20, 40, 60]), 8, 0)) == 4
+  assert len(tflite.plan_groups(np.array([3, 20, 40, 60]), 8, 1e9)) == 1
+
+
+def _padded_inputs(lengths, seq_length=64, seed=0):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(1000, 20000, (len(lengths), seq_length)).astype(np.int32)
+  mask = (np.arange(seq_length)[None, :] < np.asarray(lengths)[:, None]).astype(np.int32)
+  return dict(input_word_ids=ids * mask, input_mask=mask,
+              input_type_ids=np.zeros_like(ids))
+
+
+@pytest.mark.parametrize("kind", ["tagger", "classifier"])
+def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
+  tf.keras.utils.set_random_seed(4)
+  encoder = BertEncoder(small_config(vocab_size=30522, max_position_embeddings=64))
+  if kind == "tagger":
+    model = BertTokenClassifier(encoder, 3)
+    module = export.TaggerServing(model, vocab(), True, 64, ["O", "B", "I"], (64,))
+  else:
+    model = BertClassifier(encoder, 2)
+    module = export.ClassifierServing(model, vocab(), True, 64, ["a", "b"], False, (64,))
   blob = tflite.convert(module.network.get_concrete_function(), module)
-  rng = np.random.default_rng(0)
-  lengths = np.array([11, 5, 3])
-  ids = rng.integers(1000, 20000, (3, 64)).astype(np.int32)
-  mask = (np.arange(64)[None, :] < lengths[:, None]).astype(np.int32)
-  inputs = dict(input_word_ids=ids * mask, input_mask=mask,
-                input_type_ids=np.zeros_like(ids))
+
+  # One group: the batch cut to its longest row rounded up to 8 tokens.
+  inputs = _padded_inputs([11, 5, 3])
+  mask = inputs["input_mask"]
   cut = tflite.TFLiteNetwork(blob, num_threads=2)(**inputs)["logits"]
-  assert cut.shape == (3, 16, 3)                      # 11 rounded up to 16
   whole = tflite.TFLiteNetwork(blob, num_threads=2, granularity=64)(**inputs)["logits"]
-  assert whole.shape == (3, 64, 3)
-  real = mask[:, :16].astype(bool)
-  assert np.abs(cut[real] - whole[:, :16][real]).max() <= 1e-5
-  # And both are the model's logits, within int8's rounding.
   ref = model({k: tf.constant(v) for k, v in inputs.items()})["logits"].numpy()
-  assert np.abs(cut[real] - ref[:, :16][real]).max() <= 0.05
+  if kind == "tagger":
+    assert cut.shape == (3, 16, 3)                      # 11 rounded up to 16
+    assert whole.shape == (3, 64, 3)
+    real = mask[:, :16].astype(bool)
+    assert np.abs(cut[real] - whole[:, :16][real]).max() <= 1e-5
+    # And both are the model's logits, within int8's rounding.
+    assert np.abs(cut[real] - ref[:, :16][real]).max() <= 0.05
+  else:
+    assert np.abs(cut - whole).max() <= 1e-5 and np.abs(cut - ref).max() <= 0.05
+
+  # Several groups, each at its own length, equal one group on real tokens.
+  lengths = np.array([60, 5, 3, 41, 9, 17, 64, 2])
+  inputs = _padded_inputs(lengths)
+  mask = inputs["input_mask"]
+  assert len(tflite.plan_groups(lengths, 8, 0.0)) == 5
+  grouped = tflite.TFLiteNetwork(blob, num_threads=2, invoke_cost=0.0)(**inputs)["logits"]
+  whole = tflite.TFLiteNetwork(blob, num_threads=2, invoke_cost=1e9)(**inputs)["logits"]
+  assert grouped.shape == whole.shape
+  if kind == "tagger":
+    assert grouped.shape == (8, 64, 3)
+    real = mask.astype(bool)
+    assert np.abs(grouped[real] - whole[real]).max() <= 1e-5
+    # Positions past a row's group are zero, not another row's values.
+    assert (grouped[1, 8:] == 0).all() and np.abs(grouped[1, :5]).max() > 0
+  else:
+    assert grouped.shape == (8, 2)
+    assert np.abs(grouped - whole).max() <= 1e-5
+    # Negative control: the rows are not interchangeable.
+    assert np.abs(grouped - grouped[::-1]).max() > 1e-3
