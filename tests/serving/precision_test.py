@@ -294,6 +294,14 @@ def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
     assert np.abs(cut[real] - ref[:, :16][real]).max() <= 0.05
   else:
     assert np.abs(cut - whole).max() <= 1e-5 and np.abs(cut - ref).max() <= 0.05
+  # A single row runs at its exact length.
+  one = tflite.TFLiteNetwork(blob, num_threads=2)(
+      **{k: v[:1] for k, v in inputs.items()})["logits"]
+  if kind == "tagger":
+    assert one.shape == (1, 11, 3)
+    assert np.abs(one[0] - whole[0, :11]).max() <= 1e-5
+  else:
+    assert np.abs(one - whole[:1]).max() <= 1e-5
 
   # Several groups, each at its own length, equal one group on real tokens.
   lengths = np.array([60, 5, 3, 41, 9, 17, 64, 2])
