@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_hub as hub
 import tf_keras
@@ -116,8 +117,8 @@ def test_classifier_serving_on_raw_strings(tmp_path):
   assert "outputs['probabilities']" in listing and "outputs['label']" in listing
 
 
-def test_cli_exports_a_trained_classifier_run(tmp_path):
-  from bert.training.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
+def _trained_classifier_run(tmp_path):
+  """A 6-step `bert-train` classification run: (model_dir, train file, env)."""
   config = tmp_path / "bert_config.json"
   small_config(vocab_size=30522, max_position_embeddings=32).to_json_file(str(config))
   data = tmp_path / "train.tsv"
@@ -140,11 +141,25 @@ RuntimeConfig.train_steps = 6
 RuntimeConfig.steps_per_loop = 3
 RuntimeConfig.strategy = "one_device"
 """)
-  model_dir, out = str(tmp_path / "run"), str(tmp_path / "served")
+  model_dir = str(tmp_path / "run")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   subprocess.run([sys.executable, "-m", "bert.scripts.train", f"--gin_file={gin_file}",
                   f"--model_dir={model_dir}"], check=True, env=env,
                  capture_output=True, timeout=300)
+  return model_dir, data, env
+
+
+def _expected_probabilities(model_dir, texts):
+  from bert.training.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
+  task, model = load_trained_task(model_dir)
+  inputs = task.tokenizer.encode(texts, None, 16)
+  return tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},
+                             training=False)["logits"]).numpy()
+
+
+def test_cli_exports_a_trained_classifier_run(tmp_path):
+  model_dir, _, env = _trained_classifier_run(tmp_path)
+  out = str(tmp_path / "served")
   done = subprocess.run([sys.executable, "-m", "bert.scripts.export", "--kind=classifier",
                          f"--checkpoint={model_dir}", f"--output={out}"],
                         env=env, capture_output=True, text=True, timeout=300)
@@ -157,12 +172,16 @@ RuntimeConfig.strategy = "one_device"
       r = m.signatures["serving_default"](text=tf.constant({texts!r}))
       print(json.dumps(r["probabilities"].numpy().tolist()))
   """)
-  task, model = load_trained_task(model_dir)
-  inputs = task.tokenizer.encode(texts, None, 16)
-  expected = tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},
-                                 training=False)["logits"]).numpy()
-  assert np.abs(np.array(got) - expected).max() <= 1e-5
-  # int8, through the accuracy gate on the run's eval split.
+  assert np.abs(np.array(got) - _expected_probabilities(model_dir, texts)).max() <= 1e-5
+
+
+# Slow: the gate and the int8 export run by default in
+# tests/serving/precision_test.py; this is their command-line wiring.
+@pytest.mark.slow
+def test_cli_int8_export_of_a_trained_run_goes_through_the_gate(tmp_path):
+  model_dir, data, env = _trained_classifier_run(tmp_path)
+  texts = ["a good film", "a bad film"]
+  expected = _expected_probabilities(model_dir, texts)
   out8 = str(tmp_path / "served8")
   done = subprocess.run([sys.executable, "-m", "bert.scripts.export",
                          "--kind=classifier", f"--checkpoint={model_dir}",
