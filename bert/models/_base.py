@@ -73,14 +73,39 @@ class EncoderModel(KerasTraining, tf_keras.Model):
     return {k: tf.TensorSpec(shape, tf.int32, name=k)
             for k in tuple(ENCODER_INPUTS) + tuple(self.extra_inputs)}
 
+  # While `call_with_internals` runs: where `_encode` leaves the encoder's
+  # per-block outputs and attention probabilities.
+  _internals = None
+
   def _encode(self, inputs, training, pooled_only=False):
     """The encoder on the encoder's entries of `inputs`."""
     missing = [k for k in self.extra_inputs if k not in inputs]
     if missing:
       raise ValueError(f"{self.name} expects inputs {missing} besides the "
                        f"encoder's; got {sorted(inputs)}")
+    if self._internals is not None:
+      # Every block in full (no [CLS]-only last block): distillation matches
+      # all positions of every layer.
+      out = self.encoder(encoder_inputs(inputs, self.name), training=training,
+                         return_attention_probs=True)
+      self._internals.update(encoder_outputs=out["encoder_outputs"],
+                             attention_probs=out["attention_probs"])
+      return out
     return self.encoder(encoder_inputs(inputs, self.name), training=training,
                         pooled_only=pooled_only)
+
+  def call_with_internals(self, inputs, training=None):
+    """(outputs, internals): the model's one forward path (`call`), and the
+    encoder's `encoder_outputs` (per block, [batch, seq, hidden]) and
+    `attention_probs` (per block, [batch, heads, seq, seq]) of that same pass,
+    as knowledge distillation's intermediate losses need them."""
+    internals = {}
+    object.__setattr__(self, "_internals", internals)
+    try:
+      outputs = self(inputs, training=training)
+    finally:
+      object.__setattr__(self, "_internals", None)
+    return outputs, internals
 
   # ----------------------------------------------------- from_pretrained
   # The preprocessor class `from_pretrained` attaches (None: none).

@@ -78,6 +78,8 @@ class EncoderScaffold(tf_keras.Model):
   `pooled_only=True` returns only {"pooled_output"}, the same values, with
   the last block computing the pooled tokens alone (its `output_positions`):
   sentence-level models (classification, multiple choice) need no more.
+  `return_attention_probs` in the call overrides the constructor's for that
+  call (distillation reads a student's and a teacher's attention).
 
   Args:
     embedding_cls: layer class (or registered name) called as
@@ -143,7 +145,11 @@ class EncoderScaffold(tf_keras.Model):
     self._set_save_spec({k: tf.TensorSpec([None, None], tf.int32, name=k)
                          for k in ENCODER_INPUTS})
 
-  def call(self, inputs, training=None, pooled_only=False):
+  def call(self, inputs, training=None, pooled_only=False,
+           return_attention_probs=None):
+    if return_attention_probs is None:
+      return_attention_probs = self.return_attention_probs
+    with_probs = return_attention_probs and not pooled_only
     inputs = encoder_inputs(inputs, self.name)
     word_ids = inputs["input_word_ids"]                      # [batch, seq]
     mask = self.mask_layer(input_mask=inputs.get("input_mask"),
@@ -161,10 +167,10 @@ class EncoderScaffold(tf_keras.Model):
     for i, block in enumerate(blocks):
       last = i == len(blocks) - 1
       x = block(x, attention_mask=mask, training=training,
-                return_attention_probs=self.return_attention_probs and not pooled_only,
+                return_attention_probs=with_probs,
                 # Only the pooled rows of the last block, when only they are used.
                 output_positions=cls_positions if last and pooled_only else None)
-      if self.return_attention_probs and not pooled_only:
+      if with_probs:
         x, probs = x
         attention_probs.append(probs)
       encoder_outputs.append(x)
@@ -177,7 +183,7 @@ class EncoderScaffold(tf_keras.Model):
       return dict(pooled_output=pooled_output)
     outputs = dict(sequence_output=x, pooled_output=pooled_output,
                    encoder_outputs=encoder_outputs)
-    if self.return_attention_probs:
+    if with_probs:
       outputs["attention_probs"] = attention_probs
     return outputs
 

@@ -2,6 +2,7 @@
 
 from bert.tasks.base import Task
 from bert.tasks.classification import ClassificationTask
+from bert.tasks.distillation import DistillationTask
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.multiple_choice import MultipleChoiceTask
 from bert.tasks.question_answering import QuestionAnsweringTask
@@ -9,6 +10,6 @@ from bert.tasks.pretraining import (PretrainingTask, pretraining_losses,
                                     pretraining_stats)
 from bert.tasks.token_classification import TokenClassificationTask
 
-__all__ = ["ClassificationTask", "FinetuningTask", "MultipleChoiceTask",
+__all__ = ["ClassificationTask", "DistillationTask", "FinetuningTask", "MultipleChoiceTask",
            "PretrainingTask", "QuestionAnsweringTask", "Task",
            "TokenClassificationTask", "pretraining_losses", "pretraining_stats"]

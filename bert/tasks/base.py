@@ -110,6 +110,11 @@ class Task:
   def global_batch_size(self) -> int:
     raise NotImplementedError
 
+  def trained_model(self, model: tf_keras.Model):
+    """(task, model) as a trained run of this task is served, exported and
+    used as a teacher; a distillation run gives its student's."""
+    return self, model
+
 
 def example_weights(features: Mapping[str, tf.Tensor],
                     labels: tf.Tensor) -> tf.Tensor:

@@ -80,6 +80,7 @@ class FinetuningTask(Task):
       raise ConfigError(f"{name}: FinetuningInputs.seq_length={self.seq_length}"
                         " exceeds max_position_embeddings="
                         f"{self.config.max_position_embeddings}")
+    self.vocab_file = encoder.vocab_file
     self.tokenizer = Tokenizer(encoder.vocab_file,
                                lower_case=encoder.do_lower_case)
     self.pipeline = EncodedInputs(self.encode, self.inputs, self.seq_length,

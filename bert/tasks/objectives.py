@@ -56,3 +56,129 @@ def span_stats(start_logits, end_logits, start_positions, end_positions,
     total += stats["loss"][0]
     accuracies[f"{name}_accuracy"] = stats["accuracy"]
   return dict(loss=(total / 2.0, n), **accuracies)
+
+
+# ------------------------------------------------------------ distillation
+# A student learns from a teacher's outputs (Hinton et al. 2015; for compact
+# BERTs, Turc et al. 2019). Shapes as above, plus the teacher's outputs of
+# the same shapes; `has_label` float [batch]: 1 where the example has a gold
+# label (task data), 0 for unlabeled transfer text.
+
+def soft_cross_entropy(student_logits, teacher_logits, temperature: float):
+  """T^2 * cross-entropy of softmax(student / T) against softmax(teacher / T)
+  over the last axis, per item. The T^2 keeps the gradients' scale that of
+  the hard loss whatever T (Hinton et al.), so alpha weighs like for like."""
+  t = float(temperature)
+  targets = tf.nn.softmax(tf.cast(teacher_logits, tf.float32) / t, -1)
+  log_probs = tf.nn.log_softmax(tf.cast(student_logits, tf.float32) / t, -1)
+  return -(t * t) * tf.reduce_sum(targets * log_probs, -1)
+
+
+def _mixed(soft, hard, has_label, weights, alpha):
+  """Stats of alpha * soft + (1 - alpha) * hard, per weighted item; the hard
+  term only where there is a label."""
+  hard_weights = weights * has_label
+  mixed = alpha * soft + (1.0 - alpha) * hard * has_label
+  return dict(prediction_loss=(tf.reduce_sum(mixed * weights),
+                               tf.reduce_sum(weights)),
+              soft_loss=(tf.reduce_sum(soft * weights), tf.reduce_sum(weights)),
+              hard_loss=(tf.reduce_sum(hard * hard_weights),
+                         tf.reduce_sum(hard_weights)))
+
+
+def distillation_stats(kind: str, student, teacher, labels, has_label,
+                       temperature: float, alpha: float, input_mask=None,
+                       word_start=None) -> Stats:
+  """The prediction-layer distillation loss and its parts, as sums.
+
+  kind:
+    classification  student/teacher {"logits"} [batch, classes] (multiple
+                    choice: [batch, choices]); labels {"label"} int [batch].
+    regression      {"logits"} [batch, 1]; squared error to the teacher's
+                    value (soft) and to the gold value (hard); T unused.
+    tokens          {"logits"} [batch, seq, tags]; labels {"label_ids"}; soft
+                    targets on each word's first piece (`word_start`),
+                    averaged over those.
+    spans           {"start_logits", "end_logits"} [batch, seq]; labels
+                    {"start_positions", "end_positions"}; the soft loss is the
+                    mean of the start and end ones, over real tokens
+                    (`input_mask`), as the hard one (`span_stats`).
+  Returns `prediction_loss` (alpha * soft + (1 - alpha) * hard), `soft_loss`,
+  `hard_loss` (over the labeled items) and `accuracy` where the task has one.
+  With alpha = 0 (and T = 1) `prediction_loss` is the task's own loss.
+  """
+  has_label = tf.cast(has_label, tf.float32)
+  if kind in ("classification", "regression"):
+    s, t = student["logits"], teacher["logits"]
+    n = tf.ones_like(has_label)
+    label = labels["label"]
+    if kind == "regression":
+      soft = tf.square(s[..., 0] - tf.cast(t[..., 0], tf.float32))
+      hard = tf.square(s[..., 0] - tf.cast(label, tf.float32))
+      return _mixed(soft, hard, has_label, n, alpha)
+    label = tf.maximum(tf.cast(label, tf.int32), 0)
+    hard = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label, logits=s)
+    stats = _mixed(soft_cross_entropy(s, t, temperature), hard, has_label, n,
+                   alpha)
+    correct = tf.cast(tf.equal(tf.argmax(s, -1, output_type=tf.int32), label),
+                      tf.float32)
+    stats["accuracy"] = (tf.reduce_sum(correct * has_label),
+                         tf.reduce_sum(has_label))
+    return stats
+  if kind == "tokens":
+    s, t = student["logits"], teacher["logits"]        # [b, s, tags]
+    label_ids = tf.cast(labels["label_ids"], tf.int32)
+    first = tf.cast(tf.convert_to_tensor(word_start) > 0, tf.float32)
+    tagged = first * has_label[:, None]
+    label = tf.maximum(label_ids, 0)
+    hard = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label, logits=s)
+    stats = _mixed(soft_cross_entropy(s, t, temperature), hard,
+                   has_label[:, None] * tf.cast(label_ids >= 0, tf.float32),
+                   first, alpha)
+    correct = tf.cast(tf.equal(tf.argmax(s, -1, output_type=tf.int32), label),
+                      tf.float32)
+    gold = tagged * tf.cast(label_ids >= 0, tf.float32)
+    stats["accuracy"] = (tf.reduce_sum(correct * gold), tf.reduce_sum(gold))
+    return stats
+  if kind == "spans":
+    mask = tf.cast(tf.convert_to_tensor(input_mask) > 0, tf.float32)
+    never = (1.0 - mask) * -10000.0
+    soft, hard = 0.0, 0.0
+    for end in ("start", "end"):
+      s = student[f"{end}_logits"] + never
+      t = tf.cast(teacher[f"{end}_logits"], tf.float32) + never
+      soft += soft_cross_entropy(s, t, temperature) / 2.0
+      positions = tf.cast(labels[f"{end}_positions"], tf.int32)
+      hard += tf.nn.sparse_softmax_cross_entropy_with_logits(
+          labels=tf.maximum(positions, 0), logits=s) / 2.0
+    return _mixed(soft, hard, has_label, tf.ones_like(has_label), alpha)
+  raise ValueError(f"distillation_stats: unknown kind {kind!r}")
+
+
+def hidden_state_stats(student_states, teacher_states, input_mask) -> Stats:
+  """TinyBERT's hidden-state loss: the mean squared difference of each
+  mapped layer pair's outputs ([batch, seq, hidden]; the student's already
+  projected to the teacher's width), per real token, averaged over layers."""
+  mask = tf.cast(tf.convert_to_tensor(input_mask) > 0, tf.float32)
+  total = 0.0
+  for s, t in zip(student_states, teacher_states):
+    error = tf.reduce_mean(tf.square(tf.cast(s, tf.float32)
+                                     - tf.cast(t, tf.float32)), -1)
+    total += tf.reduce_sum(error * mask)
+  return dict(hidden_loss=(total / len(student_states), tf.reduce_sum(mask)))
+
+
+def attention_stats(student_probs, teacher_probs, input_mask) -> Stats:
+  """The attention loss: KL(teacher || student) of each mapped layer pair's
+  attention distributions ([batch, heads, seq, seq]), per head and real
+  query token, averaged over layers (MiniLM's form of TinyBERT's attention
+  transfer: a divergence of distributions, not of raw scores)."""
+  mask = tf.cast(tf.convert_to_tensor(input_mask) > 0, tf.float32)
+  total = 0.0
+  for s, t in zip(student_probs, teacher_probs):
+    s = tf.cast(s, tf.float32)
+    t = tf.cast(t, tf.float32)
+    kl = tf.reduce_sum(t * (tf.math.log(t + 1e-12) - tf.math.log(s + 1e-12)),
+                       -1)                                   # [b, heads, seq]
+    total += tf.reduce_sum(tf.reduce_mean(kl, 1) * mask)
+  return dict(attention_loss=(total / len(student_probs), tf.reduce_sum(mask)))

@@ -74,7 +74,8 @@ class QuestionAnsweringTask(FinetuningTask):
       return None
     train, held_out = squad_examples.split_articles(
         squad_examples.article_titles(self.files["train"]),
-        self.data.train_fraction, self.inputs.seed)
+        self.data.train_fraction,
+        self.inputs.seed if self.data.split_seed is None else self.data.split_seed)
     return train if split == "train" else held_out
 
   def examples(self, split: str) -> List[squad_examples.SquadExample]:

@@ -6,6 +6,8 @@ model_dir restores the model. `export_trained` then writes the task's serving
 SavedModel with the graphs of `bert.export`.
 """
 
+import contextlib
+import copy
 import os
 from typing import Optional
 
@@ -29,15 +31,12 @@ def load_trained_task(model_dir: str):
   latest = tf.train.latest_checkpoint(model_dir)
   if latest is None:
     raise FileNotFoundError(f"{model_dir}: no checkpoint")
-  gin.clear_config()
-  try:
+  with _gin_config_of_its_own():
     try:
       gin.parse_config_file(config, skip_unknown=True)
     except (ValueError, TypeError, SyntaxError) as e:
       raise ConfigError(f"{config}: {gin_error_line(e)}") from None
     task = run.build_task()
-  finally:
-    gin.clear_config()
   model = task.build_model()
   try:
     tf.train.Checkpoint(model=model).restore(latest).expect_partial()
@@ -45,7 +44,27 @@ def load_trained_task(model_dir: str):
     raise CheckpointError(f"{latest}: unreadable or not this run's model "
                           f"({type(e).__name__}: "
                           f"{str(e).strip().splitlines()[0][:300]})") from None
-  return task, model
+  # A distillation run serves (and teaches) as its student.
+  return task.trained_model(model)
+
+
+@contextlib.contextmanager
+def _gin_config_of_its_own():
+  """Parses a run's config with gin's global config set aside, and puts the
+  caller's back afterwards: a run being configured (a distillation run
+  loading its teacher run) keeps its own bindings."""
+  from gin import config as gin_config  # pylint: disable=g-import-not-at-top
+  names = ("_CONFIG", "_OPERATIVE_CONFIG", "_SINGLETONS", "_IMPORTS")
+  saved = {name: copy.copy(getattr(gin_config, name)) for name in names}
+  locked = gin_config.config_is_locked()
+  gin.clear_config()
+  try:
+    yield
+  finally:
+    gin.clear_config()
+    for name, value in saved.items():
+      getattr(gin_config, name).update(value)
+    gin_config._set_config_is_locked(locked)  # pylint: disable=protected-access
 
 
 def export_trained(model_dir: str, path: str, kind: Optional[str] = None,

@@ -9,6 +9,7 @@ Each concern is one gin-configurable class, checked once in its
   HeadConfig        the task head (dropout)
   *Data             the task's files and how to read them
   AnswerConfig      SQuAD answer search (post-processing)
+  DistillationConfig  a student's losses against its teacher
   PretrainingInputs the pre-training records and how they are read and masked
 
 A task takes one object per concern (`ClassificationTask(data=..., encoder=
@@ -24,8 +25,9 @@ from bert.tasks.configs.common import (Encoder, EncoderSource, FinetuningInputs,
 from bert.tasks.configs.data import (AnswerConfig, ClassificationData,
                                      DataFiles, MultipleChoiceData,
                                      PretrainingInputs, SquadData, TaggingData)
+from bert.tasks.configs.distillation import DistillationConfig
 
-__all__ = ["AnswerConfig", "ClassificationData", "DataFiles", "Encoder",
+__all__ = ["AnswerConfig", "ClassificationData", "DataFiles", "DistillationConfig", "Encoder",
            "EncoderSource", "FinetuningInputs", "HeadConfig",
            "MultipleChoiceData", "PretrainingInputs", "ScheduleConfig",
            "SquadData", "TaggingData", "or_default"]

@@ -95,11 +95,15 @@ class SquadData(DataFiles):
 
   Attributes:
     train_fraction: when train_file == eval_file, the fraction of its articles
-      to train on; evaluation uses the others (split by the inputs' seed).
+      to train on; evaluation uses the others.
+    split_seed: the seed of that article split; None: the inputs' seed
+      (`FinetuningInputs.seed`). A distilled student keeps its teacher's split,
+      so the teacher never trained on the student's held-out articles.
     version_2: SQuAD 2.0 (no-answer questions, null score).
     doc_stride, max_query_length: as google-research run_squad.py.
   """
   train_fraction: float = 0.8
+  split_seed: Optional[int] = None
   version_2: bool = False
   doc_stride: int = 128
   max_query_length: int = 64
@@ -109,6 +113,7 @@ class SquadData(DataFiles):
     owner = type(self).__name__
     check_float(owner, "train_fraction", self.train_fraction, 0, 1,
                 min_open=True, max_open=True)
+    check_int(owner, "split_seed", self.split_seed, minimum=0, optional=True)
     check_bool(owner, "version_2", self.version_2)
     check_int(owner, "doc_stride", self.doc_stride, minimum=1)
     check_int(owner, "max_query_length", self.max_query_length, minimum=1)

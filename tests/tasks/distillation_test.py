@@ -1,0 +1,233 @@
+"""Knowledge distillation: the losses against hand-written formulas, cached
+teacher outputs against a fresh teacher pass, alpha = 0 against plain
+fine-tuning, students of every kind of spec, transfer text, and the run's
+export as its student."""
+
+import os
+
+import gin
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert import checkpoints
+from bert.networks.bert_encoder import BertEncoder
+from bert.tasks import ClassificationTask, DistillationTask, objectives
+from bert.tasks.configs import DistillationConfig, FinetuningInputs
+from bert.training import RuntimeConfig, run_experiment, trained_run
+from bert.training.run import build_task
+from bert.validation import ConfigError
+from conftest import minilm_dir, small_config
+import _tasks
+
+
+def _softmax(x, axis=-1):
+  e = np.exp(x - x.max(axis, keepdims=True))
+  return e / e.sum(axis, keepdims=True)
+
+
+# ------------------------------------------------------------------ losses
+def test_soft_targets_loss_is_the_formula_with_temperature():
+  rng = np.random.RandomState(0)
+  s, t = rng.randn(6, 3).astype(np.float32) * 3, rng.randn(6, 3).astype(np.float32) * 3
+  label = np.array([0, 2, 1, 1, -1, -1], np.int32)   # the last two: transfer text
+  has = np.array([1, 1, 1, 1, 0, 0], np.float32)
+  for temp, alpha in ((2.5, 0.3), (1.0, 1.0), (4.0, 0.0)):
+    soft = -(temp ** 2) * (_softmax(t / temp) * np.log(_softmax(s / temp))).sum(-1)
+    hard = -np.log(_softmax(s)[np.arange(6), np.maximum(label, 0)])
+    got = objectives.soft_cross_entropy(s, t, temp).numpy()
+    np.testing.assert_allclose(got, soft, rtol=1e-5)
+    stats = objectives.distillation_stats(
+        "classification", dict(logits=s), dict(logits=t), dict(label=label),
+        has, temp, alpha)
+    num, den = (float(x) for x in stats["prediction_loss"])
+    expected = (alpha * soft + (1 - alpha) * hard * has).sum()
+    np.testing.assert_allclose([num, den], [expected, 6], rtol=1e-5)
+    num, den = (float(x) for x in stats["hard_loss"])
+    np.testing.assert_allclose([num, den], [(hard * has).sum(), 4], rtol=1e-5)
+  # Negative control: the temperature changes the soft loss.
+  assert not np.allclose(objectives.soft_cross_entropy(s, t, 1.0).numpy(),
+                         objectives.soft_cross_entropy(s, t, 2.5).numpy() / 6.25)
+
+  # Regression: squared error to the teacher's value and to the gold one.
+  stats = objectives.distillation_stats(
+      "regression", dict(logits=s[:, :1]), dict(logits=t[:, :1]),
+      dict(label=np.arange(6, dtype=np.float32)), has, 3.0, 0.25)
+  expected = (0.25 * (s[:, 0] - t[:, 0]) ** 2
+              + 0.75 * (s[:, 0] - np.arange(6)) ** 2 * has).sum()
+  np.testing.assert_allclose(float(stats["prediction_loss"][0]), expected, rtol=1e-5)
+
+  # Tokens: soft targets on each word's first piece only.
+  s3, t3 = rng.randn(2, 5, 4).astype(np.float32), rng.randn(2, 5, 4).astype(np.float32)
+  first = np.array([[0, 1, 0, 1, 0], [0, 1, 1, 0, 0]])
+  label_ids = np.where(first > 0, 2, -1)
+  stats = objectives.distillation_stats(
+      "tokens", dict(logits=s3), dict(logits=t3), dict(label_ids=label_ids),
+      np.ones(2, np.float32), 2.0, 1.0, word_start=first)
+  soft = -4.0 * (_softmax(t3 / 2) * np.log(_softmax(s3 / 2))).sum(-1)
+  np.testing.assert_allclose([float(x) for x in stats["prediction_loss"]],
+                             [(soft * first).sum(), 4], rtol=1e-5)
+
+  # Spans: the mean of start and end, padding never a position.
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+  ends = {k: rng.randn(2, 5).astype(np.float32) for k in ("s0", "s1", "t0", "t1")}
+  stats = objectives.distillation_stats(
+      "spans", dict(start_logits=ends["s0"], end_logits=ends["s1"]),
+      dict(start_logits=ends["t0"], end_logits=ends["t1"]),
+      dict(start_positions=[1, 4], end_positions=[2, 4]), np.ones(2), 1.0, 1.0,
+      input_mask=mask)
+  expected = 0.0
+  for row, n in enumerate(mask.sum(1)):    # over each row's real tokens only
+    for a, b in (("s0", "t0"), ("s1", "t1")):
+      ms, mt = ends[a][row, :n], ends[b][row, :n]
+      expected += -(_softmax(mt) * np.log(_softmax(ms))).sum() / 2
+  np.testing.assert_allclose(float(stats["prediction_loss"][0]), expected, rtol=1e-5)
+
+
+# ----------------------------------------------------------- teacher runs
+def _train_teacher(folder, bindings, steps=3):
+  """A `bert-train`-like run: gin-built task, a few steps, its
+  operative_config.gin beside the checkpoint."""
+  gin.clear_config()
+  try:
+    gin.parse_config(bindings)
+    task = build_task()
+    run_experiment(task, folder, "train",
+                   RuntimeConfig(train_steps=steps, steps_per_loop=steps),
+                   log_fn=None)
+    with open(os.path.join(folder, "operative_config.gin"), "w") as f:
+      f.write(gin.operative_config_str())
+  finally:
+    gin.clear_config()
+  return folder
+
+
+def _encoder_bindings(layers=3):
+  config = small_config(vocab_size=30522, max_position_embeddings=128,
+                        num_hidden_layers=layers).to_dict()
+  return [f"EncoderSource.bert_config = {config!r}",
+          f"EncoderSource.vocab_file = '{_tasks.vocab()}'",
+          "EncoderSource.do_lower_case = True",
+          "FinetuningInputs.seq_length = 32",
+          "FinetuningInputs.global_batch_size = 16",
+          "FinetuningInputs.eval_batch_size = 32"]
+
+
+def classification_teacher(tmp_path):
+  tmp_path.mkdir(exist_ok=True)
+  d = str(tmp_path)
+  files = [_tasks.write_data(d, n, seed) for n, seed in ((256, 0), (96, 1), (40, 2))]
+  return _train_teacher(str(tmp_path / "teacher"), [
+      "build_task.task_class = @ClassificationTask",
+      f"ClassificationData.train_file = '{files[0]}'",
+      f"ClassificationData.eval_file = '{files[1]}'",
+      f"ClassificationData.predict_file = '{files[2]}'",
+      "ClassificationData.text_a_column = 'text'",
+      "ClassificationData.label_column = 'label'",
+      "ClassificationData.labels = ('neg', 'pos')"] + _encoder_bindings())
+
+
+def tagging_teacher(tmp_path):
+  tmp_path.mkdir(exist_ok=True)
+  data = _tasks.write_conll(tmp_path / "d.conll", 64, 0)
+  return _train_teacher(str(tmp_path / "tagger"), [
+      "build_task.task_class = @TokenClassificationTask",
+      f"TaggingData.train_file = '{data}'", f"TaggingData.eval_file = '{data}'",
+      f"TaggingData.predict_file = '{data}'"] + _encoder_bindings(2))
+
+
+INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)
+
+
+def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path):
+  teacher_dir = classification_teacher(tmp_path / "c")
+  task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0,2",
+                          inputs=INPUTS)
+  _, teacher = trained_run.load_trained_task(teacher_dir)
+  for split in ("train", "eval"):
+    f = task.features(split)
+    fresh = teacher(task.model_inputs({k: tf.constant(v) for k, v in f.items()}),
+                    training=False)["logits"].numpy()
+    np.testing.assert_allclose(f["teacher_logits"], fresh, atol=1e-5)
+    assert f["has_label"].min() == 1
+  assert task.stat_names == ("prediction_loss", "soft_loss", "hard_loss",
+                             "accuracy")
+  # The student starts as the teacher's embeddings, blocks 0 and 2, pooler
+  # and head: its [CLS] vector differs from the teacher's (block 1 is gone)
+  # but every copied weight is the teacher's own.
+  model = task.build_model()
+  task.initialize(model)
+  s, t = model.student, teacher
+  np.testing.assert_array_equal(s.encoder.transformer_layers[1].get_weights()[0],
+                                t.encoder.transformer_layers[2].get_weights()[0])
+  np.testing.assert_array_equal(s.head.get_weights()[0], t.head.get_weights()[0])
+  assert len(s.encoder.transformer_layers) == 2
+  assert not np.array_equal(s.encoder.transformer_layers[1].get_weights()[0],
+                            t.encoder.transformer_layers[1].get_weights()[0])
+
+  # Tokens: the cached logits, stored [rows, tags, seq] so batches cut them
+  # with the other sequence columns, are the teacher's on the real tokens.
+  tagger_dir = tagging_teacher(tmp_path / "t")
+  task = DistillationTask(teacher=tagger_dir, student="teacher_layers:1")
+  _, tagger = trained_run.load_trained_task(tagger_dir)
+  f = task.features("train")
+  fresh = tagger(task.model_inputs({k: tf.constant(v) for k, v in f.items()}),
+                 training=False)["logits"].numpy()
+  real = f["input_mask"] > 0
+  np.testing.assert_allclose(f["teacher_logits"].transpose(0, 2, 1)[real],
+                             fresh[real], atol=1e-5)
+  batch = next(iter(task.build_inputs(None, training=True)))
+  assert batch["teacher_logits"].shape[-1] == batch["input_word_ids"].shape[-1]
+  assert task.teacher_outputs(batch)["logits"].shape[1] == batch[
+      "input_word_ids"].shape[1]
+
+
+def _weights(model):
+  return [v.numpy() for v in model.trainable_variables]
+
+
+def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path):
+  teacher_dir = classification_teacher(tmp_path)
+  runtime = RuntimeConfig(train_steps=3, steps_per_loop=3, seed=7)
+  distill = DistillationTask(
+      teacher=teacher_dir, student="teacher_layers:1,2", inputs=INPUTS,
+      distillation=DistillationConfig(alpha=0.0, temperature=1.0))
+  model, results = run_experiment(distill, str(tmp_path / "d"), "train", runtime,
+                                  log_fn=None)
+  # The same student task and init, trained without a teacher.
+  plain = distill.student_task
+  plain.initialize = lambda m: distill.initialize(type("M", (), {"student": m}))
+  plain_model, plain_results = run_experiment(plain, str(tmp_path / "p"), "train",
+                                              runtime, log_fn=None)
+  for a, b in zip(_weights(model.student), _weights(plain_model)):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+  assert results["loss"] == pytest.approx(plain_results["loss"], rel=1e-5)
+  # Negative control: alpha = 1 learns something else.
+  soft = DistillationTask(teacher=teacher_dir, student="teacher_layers:1,2",
+                          inputs=INPUTS)
+  soft_model, _ = run_experiment(soft, str(tmp_path / "s"), "train", runtime,
+                                 log_fn=None)
+  assert not np.allclose(_weights(soft_model.student)[0], _weights(plain_model)[0])
+
+
+def test_vocab_mismatch_names_both_files(tmp_path):
+  teacher_dir = classification_teacher(tmp_path)
+  tokens = open(_tasks.vocab(), encoding="utf-8").read().split("\n")
+  tokens[1000], tokens[1001] = tokens[1001], tokens[1000]
+  other = tmp_path / "other_vocab.txt"
+  other.write_text("\n".join(tokens), encoding="utf-8")
+  config = small_config(vocab_size=30522, max_position_embeddings=128)
+  student = checkpoints.save(BertEncoder(config), str(tmp_path / "student"),
+                             vocab_file=str(other), do_lower_case=True)
+  with pytest.raises(ConfigError) as e:
+    DistillationTask(teacher=teacher_dir, student=student, inputs=INPUTS)
+  message = str(e.value).splitlines()[0]   # (gin adds a line naming the call)
+  assert os.path.join(student, "vocab.txt") in message
+  assert _tasks.vocab() in message and "line 1001" in message
+  # The same checkpoint with the teacher's vocab is a student.
+  good = checkpoints.save(BertEncoder(config), str(tmp_path / "good"),
+                          vocab_file=_tasks.vocab(), do_lower_case=True)
+  task = DistillationTask(teacher=teacher_dir, student=good, inputs=INPUTS)
+  assert task.initial_checkpoint is not None and task.taken is None
+  with pytest.raises(ConfigError, match=r"blocks 0\.\.2"):
+    DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
