@@ -7,9 +7,11 @@ another encoder:
 
   teacher_layers:0,2,4   the teacher's embeddings, those blocks, pooler and
                          head (DistilBERT's initialisation; same width)
-  a checkpoint folder    any format `bert.checkpoints.load` reads, or a
-  or weights preset      preset with weights (its vocab must be the teacher's)
-  a shape preset         e.g. bert_mini: random weights, the teacher's vocab
+  a checkpoint folder    any format `bert.checkpoints.load` reads, or a preset
+  or a preset name       name (`bert_mini`: the released weights); its vocab
+                         must be the teacher's
+  shape:bert_mini        a preset's shape with random weights and the
+                         teacher's vocab
 
 The student learns from soft targets at temperature T against the gold
 labels, weighed by alpha (`DistillationConfig`), optionally from the
@@ -22,7 +24,6 @@ evaluation and prediction see the student task.
 
 import dataclasses
 import logging
-import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import gin
@@ -48,6 +49,7 @@ from bert.data.errors import DataError
 from bert.validation import ConfigError, check_str
 
 TEACHER_LAYERS = "teacher_layers:"
+SHAPE = "shape:"
 
 # The model outputs a teacher hands down, per kind of task.
 _TAUGHT = dict(classification=("logits",), regression=("logits",),
@@ -146,8 +148,8 @@ class DistillationTask(Task):
     teacher: a `bert-train` run folder (its operative_config.gin and newest
       checkpoint) of a classification, regression, multiple-choice, tagging
       or QA task.
-    student: `teacher_layers:I,J,...`, a checkpoint folder or preset name
-      with weights, or a shape preset (see the module doc).
+    student: `teacher_layers:I,J,...`, a checkpoint folder or preset name,
+      or `shape:<preset>` (see the module doc).
     distillation: a `DistillationConfig` (T, alpha, intermediate losses,
       cached or on-the-fly teacher).
     transfer_files: unlabeled text the teacher labels for the student, added
@@ -173,7 +175,8 @@ class DistillationTask(Task):
       if value is None:
         raise ConfigError(f"{owner}.{name} is not set (teacher: a bert-train "
                           "run folder; student: teacher_layers:0,2,4, a "
-                          "checkpoint folder or a preset name)")
+                          "checkpoint folder or preset name, or "
+                          "shape:<preset>)")
       check_str(owner, name, value)
     check_str(owner, "data_dir", data_dir, optional=True)
     if isinstance(transfer_files, str):
@@ -246,11 +249,13 @@ class DistillationTask(Task):
       config = dataclasses.replace(teacher.config,
                                    num_hidden_layers=len(self.taken))
       return EncoderSource(bert_config=config, **same_vocab)
-    if not os.path.exists(spec) and spec in BertConfig.preset_names():
-      from bert import pretrained  # pylint: disable=g-import-not-at-top
-      if pretrained.lookup(spec) is None:   # a shape, not weights
-        config = BertConfig.preset(spec, vocab_size=teacher.config.vocab_size)
-        return EncoderSource(bert_config=config, **same_vocab)
+    if spec.startswith(SHAPE):
+      name = spec[len(SHAPE):]
+      if name not in BertConfig.preset_names():
+        raise ConfigError(f"DistillationTask.student={spec!r}: no shape "
+                          f"{name!r}; known: {', '.join(BertConfig.preset_names())}")
+      config = BertConfig.preset(name, vocab_size=teacher.config.vocab_size)
+      return EncoderSource(bert_config=config, **same_vocab)
     return EncoderSource(init_checkpoint=spec)
 
   def _layer_map(self) -> Tuple[int, ...]:

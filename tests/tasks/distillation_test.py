@@ -231,3 +231,81 @@ def test_vocab_mismatch_names_both_files(tmp_path):
   assert task.initial_checkpoint is not None and task.taken is None
   with pytest.raises(ConfigError, match=r"blocks 0\.\.2"):
     DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
+
+
+def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path):
+  """configs/distill.gin with a wider random student (hidden states through
+  a learned projection, teacher on the fly): the run's checkpoint holds the
+  student and the projection, never the teacher, and the run loads back as
+  a plain classification run of the student."""
+  from bert import configs  # pylint: disable=g-import-not-at-top
+  teacher_dir = classification_teacher(tmp_path)
+  student_dir = str(tmp_path / "student")
+  gin.clear_config()
+  try:
+    gin.parse_config_files_and_bindings(
+        [os.path.join(os.path.dirname(configs.__file__), "distill.gin")], [
+            f"DistillationTask.teacher = '{teacher_dir}'",
+            "DistillationTask.student = 'shape:bert_tiny'",
+            "DistillationConfig.hidden_weight = 2.0",
+            "DistillationConfig.temperature = 2.0",
+            "FinetuningInputs.seq_length = 32"])
+    task = build_task()
+    assert task.distillation.on_the_fly and task.layer_map == (0, 2)
+    model, results = run_experiment(
+        task, student_dir, "train",
+        RuntimeConfig(train_steps=2, steps_per_loop=2), log_fn=None)
+    with open(os.path.join(student_dir, "operative_config.gin"), "w") as f:
+      f.write(gin.operative_config_str())
+  finally:
+    gin.clear_config()
+  assert np.isfinite(results["hidden_loss"]) and results["hidden_loss"] > 0
+  assert results["loss"] == pytest.approx(results["prediction_loss"]
+                                          + results["hidden_loss"], rel=1e-5)
+  assert model.hidden_projection.kernel.shape == (128, 64)
+  names = [n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(
+      student_dir))]
+  assert any("hidden_projection" in n for n in names)
+  blocks = {n.split("transformer_layers/")[1].split("/")[0] for n in names
+            if "transformer_layers/" in n}
+  assert blocks == {"0", "1"}        # the student's; the teacher's 3 are not saved
+  assert not any("teacher" in n for n in names)
+  served_task, served = trained_run.load_trained_task(student_dir)
+  assert isinstance(served_task, ClassificationTask)
+  assert served.encoder.config.hidden_size == 128
+  for a, b in zip(served.weights, model.student.weights):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  # Attention transfer needs equal head counts (bert_tiny has 2, the teacher 4).
+  with pytest.raises(ConfigError, match="2 attention heads, the teacher 4"):
+    DistillationTask(teacher=teacher_dir, student="shape:bert_tiny",
+                     distillation=DistillationConfig(attention_weight=1.0))
+
+
+def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path):
+  teacher_dir = classification_teacher(tmp_path)
+  transfer = tmp_path / "unlabeled.txt"
+  transfer.write_text("a good movie\n\nthe long bad story\nmusic and places\n")
+  task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0",
+                          inputs=INPUTS, transfer_files=(str(transfer),),
+                          distillation=DistillationConfig(alpha=0.5))
+  f = task.features("train")
+  assert len(f["label"]) == 256 + 3
+  np.testing.assert_array_equal(f["has_label"][-4:], [1, 0, 0, 0])
+  np.testing.assert_array_equal(f["label"][-3:], [-1, -1, -1])
+  _, teacher = trained_run.load_trained_task(teacher_dir)
+  rows = {k: tf.constant(v[-3:]) for k, v in task.model_inputs(f).items()}
+  np.testing.assert_allclose(f["teacher_logits"][-3:],
+                             teacher(rows, training=False)["logits"], atol=1e-5)
+  assert task._transfer_origins == [f"{transfer}: line {n}" for n in (1, 3, 4)]
+  assert task.describe_batch(dict(example_row=np.array([0, 257]))).endswith(
+      f"{transfer}: line 3")
+  # The hard loss counts the labeled rows only.
+  batch = {k: tf.constant(v[250:]) for k, v in f.items()}
+  stats = task.compute_stats(batch, dict(logits=tf.zeros([9, 2])))
+  assert float(stats["hard_loss"][1]) == 6 and float(stats["soft_loss"][1]) == 9
+  pairs = tmp_path / "pairs.txt"
+  pairs.write_text("one\ttwo\n")
+  task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0",
+                          inputs=INPUTS, transfer_files=(str(pairs),))
+  with pytest.raises(ValueError, match=r"pairs.txt:1: expected one text"):
+    task.features("train")
