@@ -5,6 +5,7 @@ model's preprocessor, and the train/test steps `bert-train` also takes."""
 import math
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -109,7 +110,8 @@ class KerasTraining:
     return self.preprocessor.decode(outputs, features, x)
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1,
-          validation_data=None, shuffle=True, **kwargs):
+          validation_data=None, shuffle=True, teacher=None, distillation=None,
+          **kwargs):
     """Keras `fit`. Raw inputs (see `preprocessor`) are tokenized once and
     fed as `bert-train` feeds them (`length_buckets.training_batches`:
     seeded shuffle, anew each pass; batches of one length bucket), one
@@ -117,13 +119,29 @@ class KerasTraining:
     (`tf_keras.utils.set_random_seed`) gives the same batches, head and
     dropout masks as `bert-train` with `RuntimeConfig.seed`. With the
     recipe optimizer (`compile()`), the first call builds it with its
-    schedule spanning the steps this call runs."""
+    schedule spanning the steps this call runs.
+
+    Knowledge distillation: with `teacher` (a trained model of this task,
+    same vocabulary), this model learns from the teacher's outputs on `x`,
+    computed once before the first step, as `DistillationTask` does:
+    soft targets at temperature T against the labels `y`, weighed by alpha
+    (`distillation`, a `bert.tasks.configs.DistillationConfig`; default
+    T = 1, alpha = 1). `y` may be None (unlabeled text: soft targets only).
+    The inner-layer (TinyBERT) losses need the teacher in every step:
+    `bert-train --task=distill`.
+    """
     dropout_generators(self)     # where run_experiment creates them
     raw = self._raw(x)
+    if teacher is not None and not raw:
+      raise ValueError(f"{self.name}.fit(teacher=...) takes raw inputs (text, "
+                       "through the preprocessor), which the teacher reads too")
     if raw:
       from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
       features = self.preprocessor.encode(x, y)
-      targets = self.preprocessor.targets(y, features)
+      if teacher is not None:
+        targets = self._distillation_targets(teacher, distillation, features, y)
+      else:
+        targets = self.preprocessor.targets(y, features)
       kwargs.setdefault("steps_per_epoch", lb.steps_per_epoch(
           len(features["input_word_ids"]), batch_size or 32))
       x = self.preprocessor.dataset(features, targets, batch_size or 32,
@@ -141,16 +159,93 @@ class KerasTraining:
                          kwargs.get("initial_epoch", 0))
       self.optimizer = build_optimizer(self._recipe.with_steps(steps))
       self._recipe = None
-      self.train_function = None
-    return super().fit(x, y, batch_size=batch_size, epochs=epochs,
-                       validation_data=validation_data, shuffle=shuffle,
-                       **kwargs)
+    # Traced anew: a step with or without a teacher's targets.
+    self.train_function = None
+    try:
+      return super().fit(x, y, batch_size=batch_size, epochs=epochs,
+                         validation_data=validation_data, shuffle=shuffle,
+                         **kwargs)
+    finally:
+      if teacher is not None:
+        self.train_function = None
+        for name in ("soft_loss", "hard_loss"):
+          self._stat_metrics.pop(name, None)
+
+  def _distillation_targets(self, teacher, config, features, y):
+    """The targets of a distillation `fit`: the labels (placeholders without
+    `y`), `has_label`, and the teacher's outputs (`teacher_<name>`; token
+    logits as [rows, tags, seq], so batches cut their sequence axis)."""
+    from bert.tasks.configs import DistillationConfig  # pylint: disable=g-import-not-at-top
+    config = config or DistillationConfig()
+    if not isinstance(config, DistillationConfig):
+      raise ValueError(f"{self.name}.fit: distillation must be a "
+                       f"DistillationConfig, got {type(config).__name__}")
+    if config.intermediate or config.teacher_outputs == "on_the_fly":
+      raise ValueError(f"{self.name}.fit(teacher=...) learns from the "
+                       "teacher's outputs, computed once; the hidden-state and "
+                       "attention losses (an on-the-fly teacher) are "
+                       "bert-train --task=distill's (DistillationTask)")
+    kind = getattr(self, "distillation_kind", None)
+    if kind is None or getattr(teacher, "distillation_kind", None) != kind:
+      raise ValueError(f"{self.name}.fit: the teacher must be a trained model "
+                       f"of this task ({type(self).__name__}), got "
+                       f"{type(teacher).__name__}")
+    mine = self.preprocessor
+    theirs = getattr(teacher, "preprocessor", None)
+    if theirs is not None and (theirs.vocabulary != mine.vocabulary
+                               or theirs.lower_case != mine.lower_case):
+      raise ValueError(f"{self.name}.fit: the teacher's vocabulary ("
+                       f"{len(theirs.vocabulary)} tokens, lower_case="
+                       f"{theirs.lower_case}) is not this model's "
+                       f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
+                       "; student and teacher must share one vocabulary")
+    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    n = len(features["input_word_ids"])
+    call = tf.function(lambda batch: teacher(batch, training=False),
+                       reduce_retracing=True)
+    taught = mine.predict_features(call, features, 64)
+    targets = {f"teacher_{k}": np.asarray(v, np.float32)
+               for k, v in taught.items() if k in objectives.TAUGHT[kind]}
+    if kind == "tokens":
+      targets["teacher_logits"] = np.ascontiguousarray(
+          targets["teacher_logits"].transpose(0, 2, 1))
+      targets["word_start"] = features["word_start"]
+    labeled = y is not None
+    targets["has_label"] = np.full([n], float(labeled), np.float32)
+    if kind == "tokens":
+      targets["label_ids"] = features["label_ids"]
+    elif kind == "spans":
+      for k in ("start_positions", "end_positions"):
+        targets[k] = features[k] if labeled else np.zeros([n], np.int32)
+    elif labeled:
+      targets["label"] = mine.targets(y, features)
+    else:
+      targets["label"] = np.full([n], -1 if kind == "classification" else 0,
+                                 np.int32 if kind == "classification" else np.float32)
+    for name in ("soft_loss", "hard_loss"):
+      self._stat_metrics.setdefault(name, tf_keras.metrics.Mean(name=name))
+    object.__setattr__(self, "_distillation", (kind, config))
+    return targets
 
   def _has_objective(self) -> bool:
     return type(self).objective is not KerasTraining.objective
 
   def _step_stats(self, x, y, outputs, sample_weight):
     """The objective's stats of a batch and the loss to minimise."""
+    if isinstance(y, dict) and "has_label" in y:   # a distillation fit
+      from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+      kind, config = self._distillation
+      teacher = {k: y[f"teacher_{k}"] for k in objectives.TAUGHT[kind]}
+      if kind == "tokens":
+        teacher["logits"] = tf.transpose(teacher["logits"], [0, 2, 1])
+      stats = objectives.distillation_stats(
+          kind, outputs, teacher, y, y["has_label"], config.temperature,
+          config.alpha, input_mask=x["input_mask"], word_start=y.get("word_start"))
+      stats["loss"] = stats.pop("prediction_loss")
+      if not self._task_loss:
+        raise ValueError(f"{self.name}.fit(teacher=...) needs the task's loss: "
+                         "compile(loss='auto')")
+      return stats, tf.math.divide_no_nan(*stats["loss"])
     stats = self.objective(x, y, outputs) if self._has_objective() else {}
     if self._task_loss:
       if sample_weight is not None:
@@ -174,6 +269,10 @@ class KerasTraining:
       self._stat_metrics[name].update_state(
           tf.math.divide_no_nan(numerator, denominator), sample_weight=denominator)
     if self._output_metrics:
+      if isinstance(y, dict) and "has_label" in y:   # a distillation fit
+        if "label" not in y:
+          return self.get_metrics_result()   # (their metrics read labels)
+        y, sample_weight = y["label"], y["has_label"]
       self.compiled_metrics.update_state(y, outputs[self.main_output],
                                          sample_weight)
     return self.get_metrics_result()

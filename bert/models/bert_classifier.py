@@ -59,6 +59,10 @@ class BertClassifier(EncoderModel):
 
   # ---------------------------------------------- Keras training (compile)
   @property
+  def distillation_kind(self):
+    return "regression" if self.num_classes == 1 else "classification"
+
+  @property
   def stat_names(self):
     return ("loss",) if self.num_classes == 1 else ("loss", "accuracy")
 

@@ -51,6 +51,7 @@ class BertMultipleChoice(EncoderModel):
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "accuracy")
+  distillation_kind = "classification"
 
   def objective(self, x, y, outputs):
     """y: int index of the right choice [batch]."""

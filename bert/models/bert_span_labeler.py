@@ -45,6 +45,7 @@ class BertSpanLabeler(EncoderModel):
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "start_accuracy", "end_accuracy")
+  distillation_kind = "spans"
   main_output = "start_logits"
 
   def objective(self, x, y, outputs):

@@ -49,6 +49,7 @@ class BertTokenClassifier(EncoderModel):
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "accuracy")
+  distillation_kind = "tokens"
 
   def objective(self, x, y, outputs):
     """y: int label ids [batch, seq], -1 where no tag is predicted."""

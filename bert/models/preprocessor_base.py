@@ -104,7 +104,10 @@ class BertPreprocessor(tf_keras.layers.Layer):
     """
     n = len(features["input_word_ids"])
     data = dict(self.model_inputs(features))
-    if targets is not None:
+    # A dict of targets travels as one column each ("targets/<name>").
+    if isinstance(targets, dict):
+      data.update({f"targets/{k}": v for k, v in targets.items()})
+    elif targets is not None:
       data["targets"] = targets
     ds = tf.data.Dataset.from_tensor_slices(data)
     if training:
@@ -115,15 +118,21 @@ class BertPreprocessor(tf_keras.layers.Layer):
           key_func=lb.bucket_key(self.length_buckets),
           reduce_func=lambda _, rows: rows.batch(batch_size),
           window_size=batch_size)
-    # Targets with a sequence axis (per-token labels) are cut with the inputs.
+    # Targets with a sequence axis last (per-token labels, a teacher's token
+    # or span logits) are cut with the inputs.
     cut = lb.bucket_cutter(
-        ENCODER_INPUTS + (("targets",) if np.ndim(targets) == 2 else ()),
+        ENCODER_INPUTS + tuple(k for k in lb.sequence_keys(data, self.seq_length)
+                               if k.startswith("targets")),
         self.length_buckets)
 
     def split(d):
       d = cut(d)
       inputs = {k: d[k] for k in ENCODER_INPUTS}
-      return inputs if targets is None else (inputs, d["targets"])
+      if targets is None:
+        return inputs
+      if isinstance(targets, dict):
+        return inputs, {k: d[f"targets/{k}"] for k in targets}
+      return inputs, d["targets"]
 
     ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
     if not training:

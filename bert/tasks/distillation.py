@@ -51,9 +51,6 @@ from bert.validation import ConfigError, check_str
 TEACHER_LAYERS = "teacher_layers:"
 SHAPE = "shape:"
 
-# The model outputs a teacher hands down, per kind of task.
-_TAUGHT = dict(classification=("logits",), regression=("logits",),
-               tokens=("logits",), spans=("start_logits", "end_logits"))
 # The gold labels each kind reads from the features.
 _LABELS = dict(classification=("label",), regression=("label",),
                tokens=("label_ids",), spans=("start_positions", "end_positions"))
@@ -304,7 +301,7 @@ class DistillationTask(Task):
     """The teacher's outputs on `data`'s rows, as `teacher_<output>` columns;
     token logits as [rows, tags, seq], so the sequence axis is the last one
     and batches cut it to their length bucket like every other column."""
-    names = _TAUGHT[self.kind]
+    names = objectives.TAUGHT[self.kind]
     inputs = self.student_task.model_inputs(data)
     out = self.student_task.pipeline.outputs(self.teacher_model, inputs,
                                              self.student_task.sequence_outputs)
@@ -316,7 +313,7 @@ class DistillationTask(Task):
 
   def teacher_outputs(self, features) -> Dict[str, tf.Tensor]:
     """The cached teacher outputs of a batch, in the model's layout."""
-    out = {k: features[f"teacher_{k}"] for k in _TAUGHT[self.kind]}
+    out = {k: features[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
     if self.kind == "tokens":
       out["logits"] = tf.transpose(out["logits"], [0, 2, 1])
     return out
@@ -431,7 +428,7 @@ class DistillationTask(Task):
   def compute_stats(self, features, outputs):
     d = self.distillation
     if d.on_the_fly:
-      teacher = {k: outputs[f"teacher_{k}"] for k in _TAUGHT[self.kind]}
+      teacher = {k: outputs[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
     else:
       teacher = self.teacher_outputs(features)
     stats = objectives.distillation_stats(

@@ -9,6 +9,7 @@ import gin
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert import checkpoints
 from bert.networks.bert_encoder import BertEncoder
@@ -309,3 +310,54 @@ def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path):
                           inputs=INPUTS, transfer_files=(str(pairs),))
   with pytest.raises(ValueError, match=r"pairs.txt:1: expected one text"):
     task.features("train")
+
+
+# ------------------------------------------------------- the Keras path
+def _classifier(layers, seed):
+  from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.models.preprocessors import TextClassifierPreprocessor  # pylint: disable=g-import-not-at-top
+  tf_keras.utils.set_random_seed(seed)
+  model = BertClassifier(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=32, num_hidden_layers=layers)), 2)
+  model.attach_preprocessor(TextClassifierPreprocessor(
+      vocabulary=read_vocab(_tasks.vocab()), lower_case=True, seq_length=32,
+      labels=["neg", "pos"], text_pairs=False))
+  return model
+
+
+def test_keras_fit_with_a_teacher(tmp_path):
+  """`fit(x, y, teacher=...)`: alpha = 0 is plain `fit` (same init, seed,
+  batches), alpha = 1 learns without labels, and what it cannot do it says."""
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(_tasks.write_data(str(tmp_path), 64, 0)) as f:
+    rows = list(csv.DictReader(f, delimiter="\t"))
+  texts, labels = [r["text"] for r in rows], [r["label"] for r in rows]
+  teacher = _classifier(2, seed=1)
+  weights, histories = [], []
+  for kwargs in (dict(teacher=teacher,
+                      distillation=DistillationConfig(alpha=0.0)), {}):
+    student = _classifier(1, seed=2)
+    student.compile()
+    tf_keras.utils.set_random_seed(5)
+    histories.append(student.fit(texts, labels, batch_size=16, epochs=1,
+                                 verbose=0, **kwargs).history)
+    weights.append(student.get_weights())
+  for a, b in zip(*weights):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+  assert set(histories[0]) == {"loss", "accuracy", "f1", "soft_loss", "hard_loss"}
+  assert histories[0]["loss"] == pytest.approx(histories[1]["loss"], rel=1e-5)
+  assert histories[0]["f1"] == pytest.approx(histories[1]["f1"])
+  # Unlabeled text: soft targets only (the hard loss has no rows).
+  student = _classifier(1, seed=2)
+  student.compile()
+  history = student.fit(texts, None, batch_size=16, epochs=2, verbose=0,
+                        teacher=teacher,
+                        distillation=DistillationConfig(temperature=2.0))
+  soft = history.history["soft_loss"]
+  assert soft[1] < soft[0] and history.history["hard_loss"] == [0.0, 0.0]
+  assert not np.allclose(student.get_weights()[0], weights[1][0])
+  assert "soft_loss" not in {m.name for m in student.metrics}   # after the fit
+  with pytest.raises(ValueError, match="bert-train --task=distill"):
+    student.fit(texts, labels, teacher=teacher,
+                distillation=DistillationConfig(hidden_weight=1.0))
