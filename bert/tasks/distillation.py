@@ -31,7 +31,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert.config import BertConfig
-from bert.data import length_buckets as lb
 from bert.data import ner_data
 from bert.data._io import text_lines
 from bert.models.distiller import Distiller

@@ -18,7 +18,7 @@ from bert.tasks.configs import DistillationConfig, FinetuningInputs
 from bert.training import RuntimeConfig, run_experiment, trained_run
 from bert.training.run import build_task
 from bert.validation import ConfigError
-from conftest import minilm_dir, small_config
+from conftest import small_config
 import _tasks
 
 
