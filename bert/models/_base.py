@@ -23,6 +23,26 @@ def per_example(layer, pooled, training=None):
   return tf.reshape(out, tf.concat([shape[:2], tf.shape(out)[1:]], 0))
 
 
+def copy_teacher_layers(student, teacher, layers: Sequence[int]) -> None:
+  """Sets every weight of `student` (the teacher's model class, fewer
+  blocks) from `teacher`: embeddings, blocks `layers` in order, pooler, and
+  the task head (matched by layer name)."""
+  s, t = student.encoder, teacher.encoder
+  pairs = [(s.embedding_layer, t.embedding_layer), (s.pooler_layer, t.pooler_layer)]
+  pairs += [(s.transformer_layers[i], t.transformer_layers[j])
+            for i, j in enumerate(layers)]
+  heads = {layer.name: layer for layer in teacher.layers if layer is not t}
+  pairs += [(layer, heads[layer.name]) for layer in student.layers
+            if layer is not s and layer.weights]
+  copied = 0
+  for mine, theirs in pairs:
+    mine.set_weights(theirs.get_weights())
+    copied += len(mine.weights)
+  if copied != len(student.weights):
+    raise AssertionError(f"copied {copied} of the student's "
+                         f"{len(student.weights)} weights")
+
+
 class EncoderModel(KerasTraining, tf_keras.Model):
   """A model of one encoder (`self.encoder`) and task heads.
 
@@ -152,6 +172,37 @@ class EncoderModel(KerasTraining, tf_keras.Model):
     if labels is not None and "num_classes" in cls._head_config:
       head_args.setdefault("num_classes", len(labels))
     return cls(checkpoint.encoder, **head_args)
+
+  @classmethod
+  def from_teacher(cls, teacher, layers: Sequence[int]):
+    """A smaller model of this class taken from a trained `teacher` of it
+    (DistilBERT's initialisation): the teacher's embeddings, its blocks
+    `layers` (0-based, in that order), pooler and task head, with its
+    preprocessor. A student to distil into (`fit(..., teacher=teacher)`;
+    `bert-train --task=distill`: `student="teacher_layers:0,2,4"`)."""
+    import dataclasses  # pylint: disable=g-import-not-at-top
+    from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+    if not isinstance(teacher, cls):
+      raise ValueError(f"{cls.__name__}.from_teacher: the teacher is a "
+                       f"{type(teacher).__name__}")
+    config = getattr(teacher.encoder, "config", None)
+    if config is None:
+      raise ValueError(f"{cls.__name__}.from_teacher: the teacher's encoder is "
+                       "not a BertEncoder")
+    total = config.num_hidden_layers
+    layers = tuple(int(i) for i in layers)
+    if not layers or any(not 0 <= i < total for i in layers) or len(
+        set(layers)) != len(layers):
+      raise ValueError(f"{cls.__name__}.from_teacher: layers={list(layers)} "
+                       f"must be distinct blocks of the teacher's 0..{total - 1}")
+    student = cls(BertEncoder(dataclasses.replace(
+        config, num_hidden_layers=len(layers))),
+                  **{k: getattr(teacher, k) for k in cls._head_config})
+    copy_teacher_layers(student, teacher, layers)
+    if teacher.preprocessor is not None:
+      student.attach_preprocessor(type(teacher.preprocessor).from_config(
+          teacher.preprocessor.get_config()))
+    return student
 
   preprocessor = None
 

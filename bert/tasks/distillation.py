@@ -33,6 +33,7 @@ import tensorflow as tf
 from bert.config import BertConfig
 from bert.data import ner_data
 from bert.data._io import text_lines
+from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
 from bert.tasks import objectives
 from bert.tasks.base import Task
@@ -89,27 +90,6 @@ def parse_teacher_layers(spec: str, teacher_layers: int) -> Tuple[int, ...]:
     raise ConfigError(f"DistillationTask.student={spec!r}: a block is taken "
                       "twice")
   return taken
-
-
-def copy_teacher_layers(student, teacher, taken: Sequence[int]) -> None:
-  """DistilBERT's initialisation: the student (the teacher's model class,
-  fewer blocks) gets the teacher's embeddings, blocks `taken` (in order),
-  pooler and task head. Every student weight is set."""
-  s, t = student.encoder, teacher.encoder
-  pairs = [(s.embedding_layer, t.embedding_layer), (s.pooler_layer, t.pooler_layer)]
-  pairs += [(s.transformer_layers[i], t.transformer_layers[j])
-            for i, j in enumerate(taken)]
-  teacher_heads = {layer.name: layer for layer in teacher.layers
-                   if layer is not t}
-  pairs += [(layer, teacher_heads[layer.name]) for layer in student.layers
-            if layer is not s and layer.weights]
-  copied = 0
-  for mine, theirs in pairs:
-    mine.set_weights(theirs.get_weights())
-    copied += len(mine.weights)
-  if copied != len(student.weights):
-    raise AssertionError(f"copied {copied} of the student's "
-                         f"{len(student.weights)} weights")
 
 
 def check_same_vocab(student_task, teacher_task, student_spec: str,

@@ -334,6 +334,17 @@ def test_keras_fit_with_a_teacher(tmp_path):
     rows = list(csv.DictReader(f, delimiter="\t"))
   texts, labels = [r["text"] for r in rows], [r["label"] for r in rows]
   teacher = _classifier(2, seed=1)
+  # DistilBERT's student from the Keras side: all of the teacher's blocks
+  # is the teacher; one of them, that block's weights.
+  whole = type(teacher).from_teacher(teacher, [0, 1])
+  probs = [m.predict(texts[:8])["probabilities"] for m in (teacher, whole)]
+  np.testing.assert_allclose(probs[0], probs[1], atol=1e-6)
+  half = type(teacher).from_teacher(teacher, [1])
+  np.testing.assert_array_equal(half.encoder.transformer_layers[0].get_weights()[0],
+                                teacher.encoder.transformer_layers[1].get_weights()[0])
+  assert half.preprocessor.labels == ["neg", "pos"]
+  with pytest.raises(ValueError, match="blocks of the teacher's 0..1"):
+    type(teacher).from_teacher(teacher, [2])
   weights, histories = [], []
   for kwargs in (dict(teacher=teacher,
                       distillation=DistillationConfig(alpha=0.0)), {}):
