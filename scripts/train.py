@@ -6,9 +6,15 @@
       --gin_param='PretrainingInputs.train_files="/data/*.tfrecord"'
 
 --task=NAME reads the bundled NAME.gin (glue_cola, glue_sst2, glue_mrpc,
-glue_qqp, glue_stsb, glue_mnli, glue_qnli, glue_rte, glue_wnli,
-pretrain_tiny ... pretrain_large); --init_checkpoint and --data_dir set the
-configs' INIT_CHECKPOINT and DATA_DIR. --mode=predict writes the task's
+glue_qqp, glue_stsb, glue_mnli, glue_qnli, glue_rte, glue_wnli, squad_v1,
+squad_v2, ner_wnut17, swag, distill, pretrain_tiny ... pretrain_large);
+--init_checkpoint and --data_dir set the configs' INIT_CHECKPOINT and
+DATA_DIR. Distillation takes its task from a trained teacher run:
+
+  bert-train --task=distill --model_dir=/tmp/student \
+      --gin_param='DistillationTask.teacher="/tmp/mrpc"' \
+      --gin_param='DistillationTask.student="teacher_layers:0,2,4"'
+ --mode=predict writes the task's
 predictions (GLUE: test_results.tsv) into --model_dir.
 
 Gin files are paths or the names of bundled configs (bert/configs: for

@@ -86,7 +86,7 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
 
 
 # ----------------------------------------------------------- teacher runs
-def _train_teacher(folder, bindings, steps=3):
+def _train_teacher(folder, bindings, steps=2):
   """A `bert-train`-like run: gin-built task, a few steps, its
   operative_config.gin beside the checkpoint."""
   gin.clear_config()
@@ -114,10 +114,17 @@ def _encoder_bindings(layers=3):
           "FinetuningInputs.eval_batch_size = 32"]
 
 
+@pytest.fixture(scope="module")
+def teacher_dir(tmp_path_factory):
+  """One classification teacher run per test process (training it is most
+  of each test's time)."""
+  return classification_teacher(tmp_path_factory.mktemp("teacher"))
+
+
 def classification_teacher(tmp_path):
   tmp_path.mkdir(exist_ok=True)
   d = str(tmp_path)
-  files = [_tasks.write_data(d, n, seed) for n, seed in ((256, 0), (96, 1), (40, 2))]
+  files = [_tasks.write_data(d, n, seed) for n, seed in ((128, 0), (64, 1), (40, 2))]
   return _train_teacher(str(tmp_path / "teacher"), [
       "build_task.task_class = @ClassificationTask",
       f"ClassificationData.train_file = '{files[0]}'",
@@ -140,8 +147,7 @@ def tagging_teacher(tmp_path):
 INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)
 
 
-def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path):
-  teacher_dir = classification_teacher(tmp_path / "c")
+def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path, teacher_dir):
   task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0,2",
                           inputs=INPUTS)
   _, teacher = trained_run.load_trained_task(teacher_dir)
@@ -187,8 +193,7 @@ def _weights(model):
   return [v.numpy() for v in model.trainable_variables]
 
 
-def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path):
-  teacher_dir = classification_teacher(tmp_path)
+def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path, teacher_dir):
   runtime = RuntimeConfig(train_steps=3, steps_per_loop=3, seed=7)
   distill = DistillationTask(
       teacher=teacher_dir, student="teacher_layers:1,2", inputs=INPUTS,
@@ -211,8 +216,7 @@ def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path):
   assert not np.allclose(_weights(soft_model.student)[0], _weights(plain_model)[0])
 
 
-def test_vocab_mismatch_names_both_files(tmp_path):
-  teacher_dir = classification_teacher(tmp_path)
+def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   tokens = open(_tasks.vocab(), encoding="utf-8").read().split("\n")
   tokens[1000], tokens[1001] = tokens[1001], tokens[1000]
   other = tmp_path / "other_vocab.txt"
@@ -234,13 +238,12 @@ def test_vocab_mismatch_names_both_files(tmp_path):
     DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
 
 
-def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path):
+def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir):
   """configs/distill.gin with a wider random student (hidden states through
   a learned projection, teacher on the fly): the run's checkpoint holds the
   student and the projection, never the teacher, and the run loads back as
   a plain classification run of the student."""
   from bert import configs  # pylint: disable=g-import-not-at-top
-  teacher_dir = classification_teacher(tmp_path)
   student_dir = str(tmp_path / "student")
   gin.clear_config()
   try:
@@ -282,15 +285,14 @@ def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path):
                      distillation=DistillationConfig(attention_weight=1.0))
 
 
-def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path):
-  teacher_dir = classification_teacher(tmp_path)
+def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path, teacher_dir):
   transfer = tmp_path / "unlabeled.txt"
   transfer.write_text("a good movie\n\nthe long bad story\nmusic and places\n")
   task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0",
                           inputs=INPUTS, transfer_files=(str(transfer),),
                           distillation=DistillationConfig(alpha=0.5))
   f = task.features("train")
-  assert len(f["label"]) == 256 + 3
+  assert len(f["label"]) == 128 + 3
   np.testing.assert_array_equal(f["has_label"][-4:], [1, 0, 0, 0])
   np.testing.assert_array_equal(f["label"][-3:], [-1, -1, -1])
   _, teacher = trained_run.load_trained_task(teacher_dir)
@@ -298,10 +300,10 @@ def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path):
   np.testing.assert_allclose(f["teacher_logits"][-3:],
                              teacher(rows, training=False)["logits"], atol=1e-5)
   assert task._transfer_origins == [f"{transfer}: line {n}" for n in (1, 3, 4)]
-  assert task.describe_batch(dict(example_row=np.array([0, 257]))).endswith(
+  assert task.describe_batch(dict(example_row=np.array([0, 129]))).endswith(
       f"{transfer}: line 3")
   # The hard loss counts the labeled rows only.
-  batch = {k: tf.constant(v[250:]) for k, v in f.items()}
+  batch = {k: tf.constant(v[122:]) for k, v in f.items()}
   stats = task.compute_stats(batch, dict(logits=tf.zeros([9, 2])))
   assert float(stats["hard_loss"][1]) == 6 and float(stats["soft_loss"][1]) == 9
   pairs = tmp_path / "pairs.txt"
