@@ -32,15 +32,19 @@ class Distiller(tf_keras.Model):
       with the data (cached).
     layer_map: for each student layer, the teacher layer it learns from.
     hidden, attention: which intermediate losses are on.
+    masking: a `TokenMasking` applied to the inputs of both while training
+      (dynamically masked transfer data), or None.
   """
 
   def __init__(self, student, teacher=None,
                layer_map: Optional[Sequence[int]] = None, hidden: bool = False,
-               attention: bool = False, **kwargs):
+               attention: bool = False, masking=None, **kwargs):
     kwargs.setdefault("name", "distiller")
     super().__init__(**kwargs)
-    if (hidden or attention) and teacher is None:
-      raise ValueError("Distiller: the intermediate losses need the teacher")
+    if (hidden or attention or masking is not None) and teacher is None:
+      raise ValueError("Distiller: the intermediate losses and masking need "
+                       "the teacher")
+    self.masking = masking
     self.student = student
     # Frozen and untracked: not in trainable_variables, not in checkpoints.
     object.__setattr__(self, "teacher", teacher)
@@ -65,6 +69,8 @@ class Distiller(tf_keras.Model):
     return self.hidden or self.attention
 
   def call(self, inputs, training=None):
+    if self.masking is not None:
+      inputs = self.masking(inputs, training=training)
     if self.intermediate:
       outputs, inner = self.student.call_with_internals(inputs, training)
     else:

@@ -33,6 +33,7 @@ import tensorflow as tf
 from bert.config import BertConfig
 from bert.data import ner_data
 from bert.data._io import text_lines
+from bert.layers.token_masking import TokenMasking
 from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
 from bert.tasks import objectives
@@ -247,7 +248,7 @@ class DistillationTask(Task):
           f"teacher {teacher.num_attention_heads}; the attention loss needs "
           "equal head counts")
     return d.student_layer_map(student.num_hidden_layers,
-                               teacher.num_hidden_layers, self.taken)
+                               teacher.num_hidden_layers)
 
   def trained_model(self, model):
     return self.student_task, model.student
@@ -378,9 +379,16 @@ class DistillationTask(Task):
       tf.train.Checkpoint(model=teacher).restore(
           self.teacher_checkpoint).expect_partial()
       teacher = self.teacher_task.trained_model(teacher)[1]
+    masking = None
+    if d.mask_rate:
+      special = self.student_task.tokenizer.get_special_tokens_dict()
+      masking = TokenMasking(d.mask_rate, special["mask_id"],
+                             keep_ids=(special["start_of_sequence_id"],
+                                       special["end_of_segment_id"]),
+                             name="token_masking")
     return Distiller(self.student_task.build_model(), teacher,
                      layer_map=self.layer_map, hidden=d.hidden_weight > 0,
-                     attention=d.attention_weight > 0)
+                     attention=d.attention_weight > 0, masking=masking)
 
   def initialize(self, model):
     if self.taken is not None:

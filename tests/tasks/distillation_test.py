@@ -253,6 +253,7 @@ def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir
             "DistillationTask.student = 'shape:bert_tiny'",
             "DistillationConfig.hidden_weight = 2.0",
             "DistillationConfig.temperature = 2.0",
+            "DistillationConfig.mask_rate = 0.15",
             "FinetuningInputs.seq_length = 32"])
     task = build_task()
     assert task.distillation.on_the_fly and task.layer_map == (0, 2)
@@ -267,6 +268,7 @@ def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir
   assert results["loss"] == pytest.approx(results["prediction_loss"]
                                           + results["hidden_loss"], rel=1e-5)
   assert model.hidden_projection.kernel.shape == (128, 64)
+  assert model.masking.rate == 0.15
   names = [n for n, _ in tf.train.list_variables(tf.train.latest_checkpoint(
       student_dir))]
   assert any("hidden_projection" in n for n in names)
@@ -374,3 +376,22 @@ def test_keras_fit_with_a_teacher(tmp_path):
   with pytest.raises(ValueError, match="bert-train --task=distill"):
     student.fit(texts, labels, teacher=teacher,
                 distillation=DistillationConfig(hidden_weight=1.0))
+
+
+def test_token_masking_masks_real_pieces_only_while_training():
+  from bert.layers.token_masking import TokenMasking  # pylint: disable=g-import-not-at-top
+  tf_keras.utils.set_random_seed(3)
+  layer = TokenMasking(0.5, mask_id=103, keep_ids=(101, 102))
+  ids = np.full([64, 40], 2000, np.int32)
+  ids[:, 0], ids[:, 29], ids[:, 30:] = 101, 102, 0
+  mask = (ids > 0).astype(np.int32)
+  inputs = dict(input_word_ids=tf.constant(ids), input_mask=tf.constant(mask))
+  out = layer(inputs, training=True)["input_word_ids"].numpy()
+  masked = out == 103
+  assert not masked[:, [0, 29]].any() and not masked[:, 30:].any()
+  assert 0.45 < masked[:, 1:29].mean() < 0.55
+  np.testing.assert_array_equal(out[~masked], ids[~masked])
+  again = layer(inputs, training=True)["input_word_ids"].numpy()
+  assert (again != out).any()                      # drawn anew each call
+  np.testing.assert_array_equal(
+      layer(inputs, training=False)["input_word_ids"].numpy(), ids)
