@@ -126,7 +126,7 @@ class KerasTraining:
     computed once before the first step, as `DistillationTask` does:
     soft targets at temperature T against the labels `y`, weighed by alpha
     (`distillation`, a `bert.tasks.configs.DistillationConfig`; default
-    T = 1, alpha = 1). `y` may be None (unlabeled text: soft targets only).
+    T = 2, alpha = 0.5). `y` may be None (unlabeled text: soft targets only).
     The inner-layer (TinyBERT) losses need the teacher in every step:
     `bert-train --task=distill`.
     """

@@ -351,7 +351,7 @@ def test_keras_fit_with_a_teacher(tmp_path):
     type(teacher).from_teacher(teacher, [2])
   weights, histories = [], []
   for kwargs in (dict(teacher=teacher,
-                      distillation=DistillationConfig(alpha=0.0)), {}):
+                      distillation=DistillationConfig(alpha=0.0, temperature=1.0)), {}):
     student = _classifier(1, seed=2)
     student.compile()
     tf_keras.utils.set_random_seed(5)

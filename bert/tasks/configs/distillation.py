@@ -19,7 +19,8 @@ class DistillationConfig:
 
   Attributes:
     temperature: T of the soft targets, softmax(logits / T) of teacher and
-      student; the soft loss is scaled by T^2 (Hinton et al. 2015).
+      student; the soft loss is scaled by T^2 (Hinton et al. 2015). The
+      defaults (T = 2, alpha = 0.5) are the recipe of the README's runs.
     alpha: the weight of the soft (teacher) loss; the gold labels' loss
       weighs 1 - alpha. Rows without a label (transfer text) add the soft
       term only. alpha = 0 is plain fine-tuning.
@@ -45,8 +46,8 @@ class DistillationConfig:
       layer's states of every example would not fit in memory); "auto":
       on_the_fly when an intermediate loss or masking is on, else cached.
   """
-  temperature: float = 1.0
-  alpha: float = 1.0
+  temperature: float = 2.0
+  alpha: float = 0.5
   hidden_weight: float = 0.0
   attention_weight: float = 0.0
   layer_map: Optional[Tuple[int, ...]] = None
