@@ -350,8 +350,8 @@ def test_keras_fit_with_a_teacher(tmp_path):
   with pytest.raises(ValueError, match="blocks of the teacher's 0..1"):
     type(teacher).from_teacher(teacher, [2])
   weights, histories = [], []
-  for kwargs in (dict(teacher=teacher,
-                      distillation=DistillationConfig(alpha=0.0, temperature=1.0)), {}):
+  plain = DistillationConfig(alpha=0.0, temperature=1.0)
+  for kwargs in (dict(teacher=teacher, distillation=plain), {}):
     student = _classifier(1, seed=2)
     student.compile()
     tf_keras.utils.set_random_seed(5)
