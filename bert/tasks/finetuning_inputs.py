@@ -115,7 +115,10 @@ class EncodedInputs:
     """`model`'s outputs on `model_inputs` (a whole split), inferred in length
     order (or packed, with `pack`) and returned in row order, with
     `sequence_outputs` at full `seq_length`."""
-    call = lambda batch: model(batch, training=False)
+    # Compiled once per bucket shape: eager calls cost more than the
+    # network on short rows (a teacher labelling a large transfer set).
+    call = tf.function(lambda batch: model(batch, training=False),
+                       reduce_retracing=True)
     if self.inputs.pack:
       return packing.predict_packed(
           call, model_inputs, self.inputs.eval_batch_size, self.seq_length,
