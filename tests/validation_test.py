@@ -14,6 +14,7 @@ from bert.tasks import (ClassificationTask, MultipleChoiceTask, PretrainingTask,
                         QuestionAnsweringTask, TokenClassificationTask)
 from bert.tasks import configs as task_configs
 from bert.tasks.configs import (AnswerConfig, ClassificationData,
+                                DistillationConfig,
                                 EncoderSource, FinetuningInputs, HeadConfig,
                                 MultipleChoiceData, PretrainingInputs,
                                 ScheduleConfig, SquadData, TaggingData)
@@ -102,6 +103,13 @@ CASES = [
     (AnswerConfig, {}, "max_answer_length", -1),
     (AnswerConfig, {}, "null_score_diff_threshold", "0"),
     (MultipleChoiceData, {}, "num_choices", 1),
+    (DistillationConfig, {}, "temperature", 0.0),
+    (DistillationConfig, {}, "alpha", 1.5),
+    (DistillationConfig, {}, "hidden_weight", -1.0),
+    (DistillationConfig, {}, "attention_weight", "1"),
+    (DistillationConfig, {}, "mask_rate", 1.0),
+    (DistillationConfig, {}, "layer_map", "0,2"),
+    (DistillationConfig, {}, "teacher_outputs", "sometimes"),
     (PretrainingInputs, {}, "seq_length", 0),
     (PretrainingInputs, {}, "max_predictions_per_seq", -1),
     (PretrainingInputs, {}, "max_predictions_per_seq", 200),   # > seq_length
@@ -199,7 +207,7 @@ def test_every_config_class_is_covered():
   assert task_config_classes == {
       EncoderSource, FinetuningInputs, ScheduleConfig, HeadConfig,
       ClassificationData, TaggingData, SquadData, AnswerConfig,
-      MultipleChoiceData, PretrainingInputs}
+      MultipleChoiceData, PretrainingInputs, DistillationConfig}
   tasks = {PretrainingTask, ClassificationTask, QuestionAnsweringTask,
            TokenClassificationTask, MultipleChoiceTask}
   covered = {c[0] for c in CASES}
