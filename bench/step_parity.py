@@ -32,7 +32,8 @@ from bert.training.trainer import Trainer
 
 
 def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
-            learning_rate=5e-5, train_file="wnut17train.conll", state=None):
+            learning_rate=5e-5, train_file="wnut17train.conll", state=None,
+            seq_length=128):
   """Runs `steps` steps of WNUT-17 token classification on both sides;
   yields per step (loss_ours, loss_hf, lr_ours, lr_hf, classifier kernel
   and word-embedding max abs difference / max abs value) after the step.
@@ -43,7 +44,7 @@ def compare(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
   task = TokenClassificationTask(
       data=TaggingData(data_dir=data_dir, train_file=train_file),
       encoder=EncoderSource(init_checkpoint=model_dir),
-      inputs=FinetuningInputs(seq_length=128, global_batch_size=batch_size),
+      inputs=FinetuningInputs(seq_length=seq_length, global_batch_size=batch_size),
       head=HeadConfig(dropout_rate=0.0))
   task.config = dataclasses.replace(task.config, hidden_dropout_prob=0.0,
                                     attention_probs_dropout_prob=0.0)

@@ -38,14 +38,12 @@ from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
 from bert.tasks import objectives
 from bert.tasks.base import Task
-from bert.tasks.classification import ClassificationTask
 from bert.tasks.configs import (DistillationConfig, EncoderSource,
                                 FinetuningInputs, HeadConfig, ScheduleConfig,
                                 SquadData, or_default)
 from bert.tasks.finetuning_inputs import EncodedInputs
 from bert.tasks.multiple_choice import MultipleChoiceTask
 from bert.tasks.question_answering import QuestionAnsweringTask
-from bert.tasks.token_classification import TokenClassificationTask
 from bert.data.errors import DataError
 from bert.validation import ConfigError, check_str
 
@@ -57,21 +55,17 @@ _LABELS = dict(classification=("label",), regression=("label",),
                tokens=("label_ids",), spans=("start_positions", "end_positions"))
 
 
-def task_kind(task) -> str:
-  """What a teacher's task predicts: classification (also multiple choice),
+def teacher_kind(model, teacher_dir: str) -> str:
+  """What a teacher model predicts (its `distillation_kind`, the attribute
+  `fit(teacher=...)` reads too): classification (also multiple choice),
   regression, tokens or spans."""
-  if isinstance(task, ClassificationTask):
-    return "regression" if task.regression else "classification"
-  if isinstance(task, MultipleChoiceTask):
-    return "classification"
-  if isinstance(task, TokenClassificationTask):
-    return "tokens"
-  if isinstance(task, QuestionAnsweringTask):
-    return "spans"
-  raise ConfigError(f"DistillationTask: the teacher trained a "
-                    f"{type(task).__name__}; classification, regression, "
-                    "multiple choice, token classification and QA teachers "
-                    "can teach")
+  kind = getattr(model, "distillation_kind", None)
+  if kind is None:
+    raise ConfigError(f"DistillationTask.teacher={teacher_dir!r}: a "
+                      f"{type(model).__name__} cannot teach; classification, "
+                      "regression, multiple choice, token classification and "
+                      "QA runs can")
+  return kind
 
 
 def parse_teacher_layers(spec: str, teacher_layers: int) -> Tuple[int, ...]:
@@ -166,7 +160,7 @@ class DistillationTask(Task):
     self.teacher_dir, self.student_spec = teacher, student
     self.teacher_task, self.teacher_model = trained_run.load_trained_task(teacher)
     self.teacher_checkpoint = tf.train.latest_checkpoint(teacher)
-    self.kind = task_kind(self.teacher_task)
+    self.kind = teacher_kind(self.teacher_model, teacher)
     inputs = or_default(owner, "inputs", inputs, FinetuningInputs)
     if inputs.pack:
       raise ConfigError(f"{owner}: FinetuningInputs.pack=True is not supported "

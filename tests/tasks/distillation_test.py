@@ -248,6 +248,24 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
     DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
 
 
+def test_teacher_kind_is_the_models_own_and_a_pretrainer_cannot_teach():
+  """One rule for `bert-train --task=distill` and `fit(teacher=...)`: the
+  teacher model's `distillation_kind`."""
+  from bert import models  # pylint: disable=g-import-not-at-top
+  from bert.tasks.distillation import teacher_kind  # pylint: disable=g-import-not-at-top
+  encoder = BertEncoder(small_config())
+  expected = {models.BertClassifier(encoder, 3): "classification",
+              models.BertClassifier(encoder, 1): "regression",
+              models.BertMultipleChoice(encoder): "classification",
+              models.BertTokenClassifier(encoder, 5): "tokens",
+              models.BertSpanLabeler(encoder): "spans"}
+  for model, kind in expected.items():
+    assert teacher_kind(model, "RUN") == kind, type(model).__name__
+  with pytest.raises(ConfigError, match=r"teacher='RUN': a BertPretrainer "
+                     r"cannot teach"):
+    teacher_kind(models.BertPretrainer(encoder), "RUN")
+
+
 def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir):
   """configs/distill.gin with a wider random student (hidden states through
   a learned projection, teacher on the fly): the run's checkpoint holds the

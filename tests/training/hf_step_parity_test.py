@@ -13,8 +13,12 @@ from conftest import minilm_dir, shared_data
 
 
 def test_finetuning_steps_equal_the_pytorch_recipe():
+  # WNUT-17's dev file (1,009 sentences, encoded faster than train's
+  # 3,394), 16 rows of 64 tokens: the same recipe at a quarter of the compute.
   rows = list(step_parity.compare(minilm_dir(), shared_data("ner", "wnut17"),
-                                  steps=8, total_steps=20))
+                                  steps=8, total_steps=20, batch_size=16,
+                                  seq_length=64,
+                                  train_file="emerging.dev.conll"))
   loss_ours, loss_hf, lr_ours, lr_hf, kernel_diff, embedding_diff = map(
       np.array, zip(*rows))
   assert loss_hf[0] - loss_hf[-1] > 0.3               # it trains
