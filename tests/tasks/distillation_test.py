@@ -423,3 +423,41 @@ def test_token_masking_masks_real_pieces_only_while_training():
   assert (again != out).any()                      # drawn anew each call
   np.testing.assert_array_equal(
       layer(inputs, training=False)["input_word_ids"].numpy(), ids)
+
+
+def test_transfer_text_of_the_readme_runs(tmp_path):
+  """`bench.transfer_text`: SST-2's rows after the teacher's 10,000, and
+  MRPC's pairs swapped and with words dropped (each a subsequence of its
+  original), unlabeled."""
+  from bench import transfer_text  # pylint: disable=g-import-not-at-top
+  from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
+  from conftest import shared_data  # pylint: disable=g-import-not-at-top
+  sst2 = shared_data("glue", "SST-2", "train.tsv")
+  rest = transfer_text.rest_of_train("sst-2", sst2, 10000)
+  examples = cd.read_glue("sst-2", sst2)
+  assert rest == [e.text_a for e in examples[10000:]] and len(rest) == 57349
+  pairs = [e for e in cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))][:50]
+  out = transfer_text.augmented_pairs([(e.text_a, e.text_b) for e in pairs], 0.15, 1)
+  assert len(out) == 200
+
+  def subsequence(short, long):
+    words = iter(long.split())
+    return all(w in words for w in short.split())
+
+  shorter = 0
+  for e, variants in zip(pairs, [out[i:i + 4] for i in range(0, 200, 4)]):
+    assert variants[0] == (e.text_b, e.text_a)
+    for (a, b), (src_a, src_b) in zip(variants[1:], [(e.text_a, e.text_b),
+                                                     (e.text_a, e.text_b),
+                                                     (e.text_b, e.text_a)]):
+      assert subsequence(a, src_a) and subsequence(b, src_b)
+      shorter += (a != src_a) + (b != src_b)
+  assert shorter > 100                     # words were dropped (control)
+  assert transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1) == \
+      transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1)   # seeded
+  transfer_text.main(["pairs", "--train_file", shared_data("glue", "MRPC",
+                                                           "train.tsv"),
+                      "--out", str(tmp_path / "t.txt")])
+  lines = (tmp_path / "t.txt").read_text(encoding="utf-8").splitlines()
+  assert len(lines) == 4 * 3668 and all(l.count("\t") == 1 for l in lines)
+  assert not (tmp_path / "t.txt.tmp").exists()
