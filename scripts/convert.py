@@ -1,6 +1,6 @@
 """bert-convert: convert a BERT checkpoint folder between formats.
 
-  bert-convert --input=PATH --output=PATH --to=tf2|tf1|hf [--with_heads]
+  bert-convert --input=PATH --output=PATH --to=tf2|tf1|hf|model_garden [--with_heads]
 
 The input format is detected (google-research TF1, Model Garden TF2, Hugging
 Face safetensors, or this library's TF2). Every weight is matched strictly;
@@ -16,9 +16,11 @@ from bert.scripts import _cli
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint folder to read.")
 flags.DEFINE_string("output", None, "Folder to write (replaced if it exists).")
-flags.DEFINE_enum("to", "tf2", ["tf2", "tf1", "hf"],
+flags.DEFINE_enum("to", "tf2", ["tf2", "tf1", "hf", "model_garden"],
                   "Output format: tf2 (this library), tf1 (google-research "
-                  "names), hf (Hugging Face safetensors + config.json).")
+                  "names), hf (Hugging Face safetensors + config.json), "
+                  "model_garden (tf.train.Checkpoint(encoder=...) that "
+                  "tfm.nlp.networks.BertEncoder restores).")
 flags.DEFINE_enum("from_format", None,
                   ["tf2", "tf1", "model_garden", "hf"],
                   "Input format; detected when not given.")

@@ -38,6 +38,7 @@ from bert.models.bert_pretrainer import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf")
+WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
 METADATA_FILE = "bert_checkpoint.json"
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"
@@ -160,10 +161,9 @@ def load(path: str, *, with_heads: bool = False,
     source = os.path.join(folder, hf.SAFETENSORS)
   else:
     prefix = tf1.find_prefix(folder)
-    arrays = tf1.read_arrays(prefix)
     source = prefix
-    if fmt == "model_garden":
-      arrays = model_garden.to_tf1(arrays, source)
+    arrays = (model_garden.read(prefix) if fmt == "model_garden"
+              else tf1.read_arrays(prefix))
   has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
   if with_heads and has_heads:
     result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
@@ -242,15 +242,20 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   """Writes `obj` as a checkpoint folder at `path`; returns `path`.
 
   Formats: "tf2" (ours), "tf1" (google-research names, loadable by its
-  `modeling.py`), "hf" (safetensors + config.json for `transformers`). The
-  pre-training heads are written when `obj` has them. The write is atomic: a
-  temp folder beside `path` is filled and then renamed, so an interrupted save
-  never leaves a half-written checkpoint where a good one was.
+  `modeling.py`), "hf" (safetensors + config.json for `transformers`),
+  "model_garden" (`tf.train.Checkpoint(encoder=...)` that
+  `tfm.nlp.networks.BertEncoder` restores, + bert_config.json). The
+  pre-training heads are written when `obj` has them, except to
+  "model_garden", whose heads have another design (a warning says so). The
+  write is atomic: a temp folder beside `path` is filled and then renamed, so
+  an interrupted save never leaves a half-written checkpoint where a good one
+  was.
   """
   if isinstance(obj, BertEncoder):
     obj = BertCheckpoint(config=obj.config, encoder=obj)
-  if format not in ("tf2", "tf1", "hf"):
-    raise CheckpointError(f"cannot write format {format!r}; use tf2, tf1 or hf")
+  if format not in WRITABLE_FORMATS:
+    raise CheckpointError(f"cannot write format {format!r}; use one of "
+                          f"{', '.join(WRITABLE_FORMATS)}")
   if (obj.masked_lm is None) != (obj.next_sentence is None):
     raise CheckpointError("save: give both pre-training heads (masked_lm and "
                           "next_sentence) or neither")
@@ -263,6 +268,11 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     logging.warning(
         "hidden_act=%r is not understood by google-research modeling.py; the "
         "TF1 checkpoint loads here but not there", obj.config.hidden_act)
+  if format == "model_garden" and obj.masked_lm is not None:
+    logging.warning(
+        "Model Garden checkpoints hold the encoder only here: its pre-training "
+        "heads differ from BERT's (a next-sentence head with its own pooler), "
+        "so the masked-LM and next-sentence heads are not written")
   vocab_file = vocab_file or obj.vocab_file
   do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
   if vocab_file is not None:
@@ -273,10 +283,16 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     # place for it (TF1).
     _write_json(os.path.join(tmp, METADATA_FILE), dict(
         format="bert-tf2" if format == "tf2" else format, version=1,
-        checkpoint=_TF2_PREFIX, has_heads=obj.masked_lm is not None,
+        checkpoint=_TF2_PREFIX,
+        has_heads=obj.masked_lm is not None and format != "model_garden",
         do_lower_case=do_lower_case))
     if format == "tf2":
       tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
+      obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
+    elif format == "model_garden":
+      model_garden.write(mapping.to_tf1(obj.encoder),
+                         obj.config.num_attention_heads,
+                         os.path.join(tmp, tf1.DEFAULT_PREFIX))
       obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
     else:
       arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence)

@@ -1,25 +1,39 @@
 """Model Garden TF2 checkpoints: `tf.train.Checkpoint(encoder=tfm BertEncoder)`.
 
-Object-based keys are translated to TF1 names (no Model Garden import). Two
-layouts exist:
-  - functional `BertEncoder` (the released TF2 checkpoints):
+Read and written without importing Model Garden. Reading translates object
+paths to TF1 names. A Model Garden encoder reaches each weight by several
+paths (`object_graph`), in two spellings:
+  - attribute paths, shared by the functional `BertEncoder` and the
+    layer-based `BertEncoderV2`:
+      {root}/_embedding_layer/..., {root}/_transformer_layers/I/..., ...
+  - the functional model's layer list (older checkpoints have only these):
       {root}/layer_with_weights-K/...  with K = 0 word, 1 position, 2 type
       embeddings, 3 embedding LayerNorm, [4 embedding projection], then one
-      per transformer block, then the pooler;
-  - layer-based `BertEncoderV2`:
-      {root}/_embedding_layer/..., {root}/_transformer_layers/I/..., ...
+      per transformer block, then the pooler.
+{root} is `encoder`, or `model/encoder_network` in a `BertPretrainerV2`
+checkpoint. Its masked-LM head (`masked_lm/...`) maps to google-research's
+`cls/predictions`; Model Garden's other heads (`next_sentence.pooler_dense`,
+`classification_heads`) have no TF1 counterpart and come back under
+`cls/model_garden/` (ignored unless the heads are asked for).
 Attention kernels are [hidden, heads, head_size] there and are reshaped to
 the TF1 [hidden, hidden].
+
+Writing produces the functional layout, which `tfm.nlp.networks.BertEncoder`
+(and Model Garden's `EncoderConfig(type="bert")`) restores with
+`tf.train.Checkpoint(encoder=encoder).read(path)`.
 """
 
 import re
-from typing import Dict
+from typing import Dict, List, Optional
 
 import numpy as np
+import tensorflow as tf
 
+from bert.checkpoints import object_graph
+from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 
-_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+_SUFFIX = object_graph.VALUE_SUFFIX
 
 _BLOCK = {
     "_attention_layer/_query_dense": "attention/self/query",
@@ -31,7 +45,7 @@ _BLOCK = {
     "_output_dense": "output/dense",
     "_output_layer_norm": "output/LayerNorm",
 }
-_V2_EMBEDDINGS = {
+_ATTRIBUTE_EMBEDDINGS = {
     "_embedding_layer/embeddings": "bert/embeddings/word_embeddings",
     "_position_embedding_layer/_position_embeddings":
         "bert/embeddings/position_embeddings",
@@ -44,11 +58,41 @@ _V2_EMBEDDINGS = {
     "_pooler_layer/kernel": "bert/pooler/dense/kernel",
     "_pooler_layer/bias": "bert/pooler/dense/bias",
 }
+_ATTRIBUTE_PATH = re.compile(
+    r"(?:(?P<root>.+)/)?(?:(?P<emb>" +
+    "|".join(re.escape(k) for k in _ATTRIBUTE_EMBEDDINGS) +
+    r")|_transformer_layers/(?P<layer>\d+)/(?P<sub>" +
+    "|".join(re.escape(k) for k in _BLOCK) +
+    r")/(?P<leaf>kernel|bias|gamma|beta))")
+_FUNCTIONAL_PATH = re.compile(r"(?:(?P<root>.+)/)?layer_with_weights-(?P<index>\d+)/(?P<sub>.+)")
+_MASKED_LM = {
+    "dense/kernel": "cls/predictions/transform/dense/kernel",
+    "dense/bias": "cls/predictions/transform/dense/bias",
+    "layer_norm/gamma": "cls/predictions/transform/LayerNorm/gamma",
+    "layer_norm/beta": "cls/predictions/transform/LayerNorm/beta",
+    "output_bias.Sbias": "cls/predictions/output_bias",
+    "bias": "cls/predictions/output_bias",
+    # Only when not the encoder's own table (an untied head): not a BERT
+    # weight, so strict loading names it.
+    "embedding_table": "cls/predictions/embedding_table",
+}
+_MASKED_LM_PATH = re.compile(r"(?:.+/)?masked_lm/(?P<sub>" +
+                             "|".join(re.escape(k) for k in _MASKED_LM) + ")")
+_OTHER_HEADS = re.compile(r"(?:.+/)?(?:next_sentence\.\.pooler_dense|"
+                          r"classification_heads/\d+)/.+")
+OTHER_HEADS_PREFIX = "cls/model_garden/"
 
 
 def is_model_garden(keys) -> bool:
   return any(k.endswith(_SUFFIX) and (
       "/layer_with_weights-" in k or "/_transformer_layers/" in k) for k in keys)
+
+
+def read(prefix: str) -> Dict[str, np.ndarray]:
+  """A Model Garden checkpoint as {TF1 name: array}."""
+  arrays = tf1.read_arrays(prefix)
+  paths = object_graph.paths_by_key(tf.train.load_checkpoint(prefix))
+  return to_tf1(arrays, paths, prefix)
 
 
 def _flatten(name, value):
@@ -64,40 +108,67 @@ def _flatten(name, value):
   return value
 
 
-def to_tf1(arrays: Dict[str, np.ndarray], source: str) -> Dict[str, np.ndarray]:
-  """{object key: array} -> {TF1 name: array}.
+def _attribute_name(path: str):
+  """(root, TF1 name) for an attribute path of the encoder, else None."""
+  m = _ATTRIBUTE_PATH.fullmatch(path)
+  if not m:
+    return None
+  if m.group("emb"):
+    return m.group("root"), _ATTRIBUTE_EMBEDDINGS[m.group("emb")]
+  return m.group("root"), (f"bert/encoder/layer_{m.group('layer')}/"
+                           f"{_BLOCK[m.group('sub')]}/{m.group('leaf')}")
 
-  Keys that fit neither layout, and optimizer slots, are passed through under
-  their own name, so the strict assignment reports or ignores them by name.
+
+def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
+           source: str) -> Dict[str, np.ndarray]:
+  """{checkpoint key: array} -> {TF1 name: array}.
+
+  `paths` lists every object path of each key (`object_graph.paths_by_key`;
+  None: the keys only). Keys that fit no rule, and optimizer slots, are
+  passed through under their own name, so the strict assignment reports or
+  ignores them by name.
   """
-  roots = {k.split("/", 1)[0] for k in arrays if k.endswith(_SUFFIX)
-           and ("/layer_with_weights-" in k or "/_transformer_layers/" in k)}
-  if len(roots) != 1:
-    raise CheckpointError(f"{source}: expected one encoder root object, found "
-                          f"{sorted(roots) or 'none'}")
-  root = roots.pop()
   out: Dict[str, np.ndarray] = {}
+  roots = set()
   functional: Dict[int, Dict[str, np.ndarray]] = {}
+  functional_root = None
   for key, value in arrays.items():
-    if (not key.startswith(root + "/") or not key.endswith(_SUFFIX)
-        or "/.OPTIMIZER_SLOT/" in key):
+    if not key.endswith(_SUFFIX) or "/.OPTIMIZER_SLOT/" in key:
       out[key] = value
       continue
-    path = key[len(root) + 1:-len(_SUFFIX)]
-    m = re.fullmatch(r"layer_with_weights-(\d+)/(.+)", path)
-    if m:
-      functional.setdefault(int(m.group(1)), {})[m.group(2)] = value
+    candidates = [p[:-len(_SUFFIX)] for p in (paths or {}).get(key, [key])]
+    named = next((n for n in map(_attribute_name, candidates) if n), None)
+    if named:
+      roots.add(named[0])
+      out[named[1]] = _flatten(named[1], value)
       continue
-    m = re.fullmatch(r"_transformer_layers/(\d+)/(.+)/(kernel|bias|gamma|beta)", path)
-    if m and m.group(2) in _BLOCK:
-      name = f"bert/encoder/layer_{m.group(1)}/{_BLOCK[m.group(2)]}/{m.group(3)}"
-      out[name] = _flatten(name, value)
-    elif path in _V2_EMBEDDINGS:
-      out[_V2_EMBEDDINGS[path]] = value
+    m = next((m for m in map(_FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
+    if m:
+      functional_root = m.group("root")
+      functional.setdefault(int(m.group("index")), {})[(m.group("sub"), key)] = value
+      continue
+    m = next((m for m in map(_MASKED_LM_PATH.fullmatch, candidates) if m), None)
+    if m:
+      out[_MASKED_LM[m.group("sub")]] = value
+    elif any(_OTHER_HEADS.fullmatch(p) for p in candidates):
+      out[OTHER_HEADS_PREFIX + candidates[0]] = value
     else:
       out[key] = value
-  if functional:
-    out.update(_functional_to_tf1(functional, f"{root}/", source))
+  if functional and not roots:
+    # Only the layer list names the weights: read it by position.
+    roots.add(functional_root)
+    out.update(_functional_to_tf1(
+        {i: {sub: v for (sub, _), v in layer.items()}
+         for i, layer in functional.items()},
+        f"{functional_root}/" if functional_root else "", source))
+  else:
+    # Attribute paths named the encoder; what only the layer list reaches is
+    # not one of its weights, and is reported under its own key.
+    out.update({key: v for layer in functional.values()
+                for (_, key), v in layer.items()})
+  if len(roots) != 1:
+    raise CheckpointError(f"{source}: expected one encoder root object, found "
+                          f"{sorted(r or '(top level)' for r in roots) or 'none'}")
   return out
 
 
@@ -147,3 +218,62 @@ def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], root: str,
     for path, value in left.items():
       out[f"{root}layer_with_weights-{index}/{path}{_SUFFIX}"] = value
   return out
+
+
+# ------------------------------------------------------------------- write
+def from_tf1(arrays: Dict[str, np.ndarray], num_heads: int) -> Dict[str, np.ndarray]:
+  """{TF1 name: array} (encoder only) -> {functional-layout object path under
+  `encoder`: array}, attention weights in Model Garden's 3-D shapes."""
+  hidden = arrays["bert/embeddings/word_embeddings"].shape[-1]
+  factorised = "bert/encoder/embedding_hidden_mapping_in/kernel" in arrays
+  num_layers = len({n.split("/")[2] for n in arrays
+                    if n.startswith("bert/encoder/layer_")})
+  out = {
+      "layer_with_weights-0/embeddings": arrays["bert/embeddings/word_embeddings"],
+      "layer_with_weights-1/embeddings": arrays["bert/embeddings/position_embeddings"],
+      "layer_with_weights-2/embeddings": arrays["bert/embeddings/token_type_embeddings"],
+      "layer_with_weights-3/gamma": arrays["bert/embeddings/LayerNorm/gamma"],
+      "layer_with_weights-3/beta": arrays["bert/embeddings/LayerNorm/beta"],
+  }
+  index = 4
+  if factorised:
+    hidden = arrays["bert/encoder/embedding_hidden_mapping_in/kernel"].shape[-1]
+    for leaf in ("kernel", "bias"):
+      out[f"layer_with_weights-4/{leaf}"] = arrays[
+          f"bert/encoder/embedding_hidden_mapping_in/{leaf}"]
+    index = 5
+  head_size = hidden // num_heads
+  for i in range(num_layers):
+    for sub, tf1_sub in _BLOCK.items():
+      for leaf in (("gamma", "beta") if "norm" in sub else ("kernel", "bias")):
+        value = arrays[f"bert/encoder/layer_{i}/{tf1_sub}/{leaf}"]
+        if tf1_sub.startswith("attention/self/"):
+          value = value.reshape(value.shape[:-1] + (num_heads, head_size))
+        elif tf1_sub == "attention/output/dense" and leaf == "kernel":
+          value = value.reshape(num_heads, head_size, value.shape[-1])
+        out[f"layer_with_weights-{index + i}/{sub}/{leaf}"] = value
+  pooler = index + num_layers
+  out[f"layer_with_weights-{pooler}/kernel"] = arrays["bert/pooler/dense/kernel"]
+  out[f"layer_with_weights-{pooler}/bias"] = arrays["bert/pooler/dense/bias"]
+  return out
+
+
+def write(arrays: Dict[str, np.ndarray], num_heads: int, prefix: str) -> None:
+  """Writes `tf.train.Checkpoint(encoder=...)` with the functional layout.
+
+  The encoder's object tree is built from plain `tf.Module`s named as Model
+  Garden's layers are, so the checkpoint's object graph (which TF2 restores
+  by) matches `tfm.nlp.networks.BertEncoder` without building one.
+  """
+  root = tf.Module()
+  for path, value in from_tf1(arrays, num_heads).items():
+    *parents, leaf = path.split("/")
+    node = root
+    for name in parents:
+      child = getattr(node, name, None)
+      if child is None:
+        child = tf.Module()
+        setattr(node, name, child)
+      node = child
+    setattr(node, leaf, tf.Variable(value, name=leaf))
+  tf.train.Checkpoint(encoder=root).write(prefix)

@@ -221,6 +221,78 @@ def test_model_garden_tf2_to_ours(tmp_path, v2, embedding_size):
   out = loaded.encoder(inputs, training=False)
   assert max_abs_diff(out["sequence_output"], expected["sequence_output"]) <= 1e-5
   assert max_abs_diff(out["pooled_output"], expected["pooled_output"]) <= 1e-5
+  if not v2:
+    # Older functional checkpoints reach the weights only by the layer list
+    # (`layer_with_weights-K`, by position): the same arrays from the keys.
+    from bert.checkpoints import model_garden
+    prefix = str(tmp_path / "bert_model.ckpt")
+    arrays = tf1_format.read_arrays(prefix)
+    assert all("/layer_with_weights-" in k for k in arrays if "/.ATTR" in k
+               and not k.startswith("save_counter"))
+    by_position = model_garden.to_tf1(arrays, None, prefix)
+    by_object = model_garden.read(prefix)
+    assert sorted(by_position) == sorted(by_object)
+    for name, value in by_object.items():
+      np.testing.assert_array_equal(by_position[name], value)
+
+
+def test_model_garden_pretrainer_checkpoint(tmp_path):
+  """A BertPretrainerV2 checkpoint (`checkpoint_items`) stores the shared
+  word embeddings once, as `masked_lm/embedding_table`; the encoder is found
+  through the object graph, and the heads are reported, not silently used."""
+  config = small_config()
+  theirs = tfm_encoder(config)
+  pretrainer = tfm.nlp.models.BertPretrainerV2(
+      encoder_network=theirs,
+      classification_heads=[tfm.nlp.layers.ClassificationHead(
+          inner_dim=config.hidden_size, num_classes=2, name="next_sentence")])
+  inputs = random_inputs(2, 11)
+  pretrainer(dict(**inputs, masked_lm_positions=tf.constant(POSITIONS)))
+  randomise(pretrainer.weights, 5)
+  expected = theirs([inputs["input_word_ids"], inputs["input_mask"],
+                     inputs["input_type_ids"]], training=False)
+  tf.train.Checkpoint(**pretrainer.checkpoint_items).write(
+      str(tmp_path / "bert_model.ckpt"))
+  keys = [k for k, _ in tf.train.list_variables(str(tmp_path / "bert_model.ckpt"))]
+  assert not any(k.startswith("encoder/layer_with_weights-0/") for k in keys)
+  assert "masked_lm/embedding_table/.ATTRIBUTES/VARIABLE_VALUE" in keys
+  config.to_json_file(str(tmp_path / "bert_config.json"))
+  loaded = checkpoints.load(str(tmp_path))
+  out = loaded.encoder(inputs, training=False)
+  assert max_abs_diff(out["sequence_output"], expected["sequence_output"]) <= 1e-5
+  assert max_abs_diff(out["pooled_output"], expected["pooled_output"]) <= 1e-5
+  assert "cls/predictions/transform/dense/kernel" in loaded.ignored_variables
+  assert any(n.startswith("cls/model_garden/") for n in loaded.ignored_variables)
+  # Model Garden's next-sentence head is not BERT's: asking for the heads is
+  # a one-line error naming what is missing.
+  with pytest.raises(checkpoints.CheckpointMismatchError) as e:
+    checkpoints.load(str(tmp_path), with_heads=True)
+  one_line_error(e, "bert_model.ckpt", "cls/seq_relationship/output_weights")
+
+
+@pytest.mark.parametrize("embedding_size", [None, 24])
+def test_ours_to_model_garden_restored_by_tfm(tmp_path, embedding_size, caplog):
+  config = small_config(embedding_size=embedding_size)
+  src = with_heads(config, seed=6)
+  inputs = random_inputs(2, 11)
+  expected = outputs(src, inputs)
+  checkpoints.save(src, str(tmp_path / "mg"), format="model_garden",
+                   do_lower_case=True)
+  assert "heads are not written" in caplog.text
+  theirs = tfm_encoder(config)
+  status = tf.train.Checkpoint(encoder=theirs).read(
+      str(tmp_path / "mg" / "bert_model.ckpt"))
+  status.assert_consumed()
+  got = theirs([inputs["input_word_ids"], inputs["input_mask"],
+                inputs["input_type_ids"]], training=False)
+  assert max_abs_diff(got["sequence_output"], expected["sequence_output"]) <= 1e-5
+  assert max_abs_diff(got["pooled_output"], expected["pooled_output"]) <= 1e-5
+  back = checkpoints.load(str(tmp_path / "mg"))
+  assert back.format == "model_garden" and back.do_lower_case is True
+  assert not back.has_heads
+  assert back.ignored_variables == ["_CHECKPOINTABLE_OBJECT_GRAPH"]
+  assert_same({k: expected[k] for k in ("sequence_output", "pooled_output")},
+              outputs(back, inputs), tol=0.0)
 
 
 # ------------------------------------------------------------- bad input

@@ -87,3 +87,44 @@ def test_tanh_gelu_would_not_match(minilm, hf_model):
   seq, _ = hf_outputs(hf_model, inputs)
   mask = inputs["input_mask"].astype(bool)
   assert max_abs_diff(wrong(inputs)["sequence_output"].numpy()[mask], seq[mask]) > 1e-4
+
+
+def test_minilm_to_model_garden_restored_by_tfm_matches_transformers(
+    minilm, hf_model, tmp_path):
+  """MiniLM -> Model Garden TF2 checkpoint written here -> restored by
+  Model Garden's own `tfm.nlp.networks.BertEncoder` -> Hugging Face's
+  outputs on the real sentences and pairs."""
+  import tensorflow as tf
+  import tensorflow_models as tfm
+  checkpoints.save(minilm, str(tmp_path / "mg"), format="model_garden")
+  c = minilm.config
+  theirs = tfm.nlp.networks.BertEncoder(
+      vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+      num_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+      max_sequence_length=c.max_position_embeddings,
+      type_vocab_size=c.type_vocab_size, inner_dim=c.intermediate_size,
+      # MiniLM's GELU is the erf form ("gelu_exact" in its bert_config.json).
+      inner_activation=lambda x: tf.nn.gelu(x, approximate=False),
+      dict_outputs=True)
+  status = tf.train.Checkpoint(encoder=theirs).read(
+      str(tmp_path / "mg" / "bert_model.ckpt"))
+  status.assert_consumed()            # every saved value used, every weight set
+  tokenizer = transformers.BertTokenizerFast(minilm.vocab_file, do_lower_case=True)
+  for texts in real_texts():
+    inputs = encode(tokenizer, texts)
+    seq, pooled = hf_outputs(hf_model, inputs)
+    out = theirs([inputs["input_word_ids"], inputs["input_mask"],
+                  inputs["input_type_ids"]], training=False)
+    mask = inputs["input_mask"].astype(bool)
+    assert max_abs_diff(out["sequence_output"].numpy()[mask], seq[mask]) <= 1e-4
+    assert max_abs_diff(out["pooled_output"], pooled) <= 1e-4
+  # Negative control: a Model Garden encoder that restored nothing is far off.
+  fresh = tfm.nlp.networks.BertEncoder(
+      vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+      num_layers=c.num_hidden_layers, num_attention_heads=c.num_attention_heads,
+      max_sequence_length=c.max_position_embeddings,
+      type_vocab_size=c.type_vocab_size, inner_dim=c.intermediate_size,
+      dict_outputs=True)
+  out = fresh([inputs["input_word_ids"], inputs["input_mask"],
+               inputs["input_type_ids"]], training=False)
+  assert max_abs_diff(out["pooled_output"], pooled) > 1e-2
