@@ -22,7 +22,7 @@ flags.DEFINE_enum("to", "tf2", ["tf2", "tf1", "hf", "model_garden"],
                   "model_garden (tf.train.Checkpoint(encoder=...) that "
                   "tfm.nlp.networks.BertEncoder restores).")
 flags.DEFINE_enum("from_format", None,
-                  ["tf2", "tf1", "model_garden", "hf"],
+                  ["tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub"],
                   "Input format; detected when not given.")
 flags.DEFINE_bool("with_heads", True,
                   "Carry the pre-training heads (masked LM, next sentence) "
@@ -54,6 +54,12 @@ def main(argv):
           f"--do_lower_case={FLAGS.do_lower_case} contradicts the input, "
           f"which says do_lower_case={do_lower_case}")
     do_lower_case = FLAGS.do_lower_case
+  if ckpt.masked_lm is not None and ckpt.next_sentence is None:
+    # TF Hub's `mlm` sub-model: the formats written here store both BERT
+    # heads or neither.
+    print("The input has a masked-LM head but no next-sentence head; the "
+          "output holds the encoder only")
+    ckpt.masked_lm = None
   checkpoints.save(ckpt, FLAGS.output, format=FLAGS.to,
                    do_lower_case=do_lower_case)
   print(f"Wrote {FLAGS.output} ({FLAGS.to})")

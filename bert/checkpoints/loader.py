@@ -8,6 +8,11 @@ Formats (detected from the folder):
   "model_garden"  Model Garden TF2: tf.train.Checkpoint(encoder=BertEncoder)
                   + bert_config.json
   "hf"            Hugging Face: config.json + model.safetensors (+ vocab.txt)
+  "tfhub"         a TF Hub BERT encoder SavedModel (Model Garden's
+                  export_tfhub): config from the variables, vocab and casing
+                  from its assets (read, never run)
+  "keras_hub"     a KerasHub BertBackbone preset: config.json,
+                  model.weights.h5, tokenizer.json + assets/tokenizer/
 All but "tf2" go through the canonical TF1-named arrays (bert/checkpoints/
 mapping.py), where every weight is matched strictly.
 """
@@ -22,9 +27,11 @@ import tensorflow as tf
 from absl import logging
 
 from bert.checkpoints import hf
+from bert.checkpoints import keras_hub
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
+from bert.checkpoints import tfhub
 from bert.data._io import atomic_folder
 from bert import pretrained
 from bert.checkpoints.compat import check_vocab_size
@@ -37,8 +44,8 @@ from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models.bert_pretrainer import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
-FORMATS = ("tf2", "tf1", "model_garden", "hf")
-WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
+FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub")
+WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub")
 METADATA_FILE = "bert_checkpoint.json"
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"
@@ -75,6 +82,10 @@ def detect_format(path: str) -> str:
     return "tf2"
   if hf.SAFETENSORS in files or hf.SAFETENSORS_INDEX in files:
     return "hf"
+  if tfhub.is_saved_model(folder):
+    return "tfhub"
+  if keras_hub.is_preset(folder):
+    return "keras_hub"
   hf.reject_pickles(folder)
   if any(f.endswith(".index") for f in files) or "checkpoint" in files:
     keys = _checkpoint_keys(tf1.find_prefix(folder))
@@ -87,8 +98,9 @@ def detect_format(path: str) -> str:
                           "Garden encoder")
   raise CheckpointError(
       f"{folder}: unknown checkpoint format (found "
-      f"{', '.join(sorted(files)) or 'no files'}); "
-      f"expected {METADATA_FILE}, {hf.SAFETENSORS}, or bert_model.ckpt.index")
+      f"{', '.join(sorted(files)) or 'no files'}); expected {METADATA_FILE}, "
+      f"{hf.SAFETENSORS}, bert_model.ckpt.index, {tfhub.SAVED_MODEL} with "
+      f"variables/, or a KerasHub {keras_hub.WEIGHTS}")
 
 
 def _metadata(folder: str) -> dict:
@@ -123,7 +135,8 @@ def _checkpoint_keys(prefix):
 
 # -------------------------------------------------------------------- load
 def load(path: str, *, with_heads: bool = False,
-         format: Optional[str] = None) -> BertCheckpoint:
+         format: Optional[str] = None,
+         preprocessor: Optional[str] = None) -> BertCheckpoint:
   """Loads a BERT checkpoint folder of any supported format, or a preset.
 
   Args:
@@ -131,6 +144,8 @@ def load(path: str, *, with_heads: bool = False,
       downloaded once into the cache, or an installed package's weights).
     with_heads: also load the pre-training heads when the checkpoint has them.
     format: one of FORMATS; None detects it.
+    preprocessor: for a TF Hub encoder SavedModel, the matching
+      `bert_*_preprocess` SavedModel to take the vocab and casing from.
 
   Raises:
     CheckpointError: missing folder/config, unknown format, unreadable file.
@@ -143,15 +158,38 @@ def load(path: str, *, with_heads: bool = False,
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:
     raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
-  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-  vocab_file = os.path.join(folder, VOCAB_FILE)
-  if present(vocab_file):
-    _check_vocab(vocab_file, config)
+  if preprocessor is not None and fmt != "tfhub":
+    raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
+                          f"this is a {fmt} checkpoint")
+  if fmt == "tfhub":
+    arrays, do_lower_case, heads = tfhub.read(folder)
+    config = tfhub.infer_config(arrays, heads,
+                                tfhub.activation(tfhub.graph_ops(folder)), folder)
+    vocab_file, preprocessor_lower_case = tfhub.assets(folder, preprocessor)
+    if (do_lower_case is not None and preprocessor_lower_case is not None
+        and do_lower_case != preprocessor_lower_case):
+      raise CheckpointError(
+          f"{preprocessor}: its casing (do_lower_case={preprocessor_lower_case}) "
+          f"contradicts the encoder's (do_lower_case={do_lower_case})")
+    if do_lower_case is None:
+      do_lower_case = preprocessor_lower_case
+    source = os.path.join(folder, tfhub.VARIABLES)
+  elif fmt == "keras_hub":
+    config = keras_hub.read_config(folder)
+    vocab_file, do_lower_case = keras_hub.tokenizer(folder)
+    arrays = keras_hub.read(folder)
+    source = os.path.join(folder, keras_hub.WEIGHTS)
   else:
-    vocab_file = None
+    config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+    vocab_file = os.path.join(folder, VOCAB_FILE)
+    if not present(vocab_file):
+      vocab_file = None
+    do_lower_case = _do_lower_case(folder, fmt)
+  if vocab_file is not None:
+    _check_vocab(vocab_file, config)
   encoder = BertEncoder(config)
   result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          do_lower_case=_do_lower_case(folder, fmt), format=fmt)
+                          do_lower_case=do_lower_case, format=fmt)
   if fmt == "tf2":
     _load_tf2(folder, result, with_heads)
     return result
@@ -159,7 +197,7 @@ def load(path: str, *, with_heads: bool = False,
   if fmt == "hf":
     arrays = hf.read_tf1_arrays(folder)
     source = os.path.join(folder, hf.SAFETENSORS)
-  else:
+  elif fmt not in ("tfhub", "keras_hub"):
     prefix = tf1.find_prefix(folder)
     source = prefix
     arrays = (model_garden.read(prefix) if fmt == "model_garden"
@@ -167,6 +205,9 @@ def load(path: str, *, with_heads: bool = False,
   has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
   if with_heads and has_heads:
     result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
+    if fmt == "tfhub":
+      # TF Hub's `mlm` sub-model has the masked-LM head only.
+      result.next_sentence = None
   result.ignored_variables = mapping.assign_from_tf1(
       arrays, encoder, result.masked_lm, result.next_sentence, source=source,
       ignore_heads=not (with_heads and has_heads))

@@ -95,7 +95,7 @@ def read(prefix: str) -> Dict[str, np.ndarray]:
   return to_tf1(arrays, paths, prefix)
 
 
-def _flatten(name, value):
+def flatten(name, value):
   """Model Garden's [hidden, heads, size] / [heads, size] / [heads, size,
   hidden] attention weights -> TF1 2-D / 1-D."""
   if "attention/output/dense/kernel" in name and value.ndim == 3:
@@ -140,7 +140,7 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
     named = next((n for n in map(_attribute_name, candidates) if n), None)
     if named:
       roots.add(named[0])
-      out[named[1]] = _flatten(named[1], value)
+      out[named[1]] = flatten(named[1], value)
       continue
     m = next((m for m in map(_FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
     if m:
@@ -211,7 +211,7 @@ def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], root: str,
       sub, _, leaf = path.rpartition("/")
       if sub in _BLOCK:
         name = f"bert/encoder/layer_{i}/{_BLOCK[sub]}/{leaf}"
-        out[name] = _flatten(name, layers[index].pop(path))
+        out[name] = flatten(name, layers[index].pop(path))
   out["bert/pooler/dense/kernel"] = _take(layers, pooler, ["kernel"], source)
   out["bert/pooler/dense/bias"] = _take(layers, pooler, ["bias"], source)
   for index, left in layers.items():

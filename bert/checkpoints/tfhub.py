@@ -1,0 +1,217 @@
+"""TF Hub BERT SavedModels (Model Garden's `export_tfhub`): read by name.
+
+The encoder SavedModels of TF Hub / Kaggle Models (`bert_en_uncased_L-12_H-768_A-12`,
+`small_bert/...`) are Keras models saved with their vocab as an asset and
+`do_lower_case` as a variable. Their `variables/variables` checkpoint keys
+are positions (`variables/17/.ATTRIBUTES/VARIABLE_VALUE`); each variable's
+Keras name (`transformer/layer_0/self_attention/query/kernel`) is recorded
+beside it in the checkpoint's object graph (`full_name`), so the weights and
+the config are read without loading or running the SavedModel's graph. The
+one thing the weights do not say, the feed-forward activation, is read from
+the op types the graph's functions use (`Erf`: exact GELU; `Pow`, the cube in
+the tanh form: GELU as Model Garden names it; else `Relu`).
+
+Names, layer i (functional `BertEncoder`; `EncoderScaffold` numbers blocks
+`transformer/`, `transformer_1/`, ... and calls the pooler `cls_transform`):
+  word_embeddings/embeddings, position_embedding/embeddings,
+  type_embeddings/embeddings, embeddings/layer_norm/{gamma,beta},
+  embedding_projection/{kernel,bias} (factorised),
+  transformer/layer_i/self_attention/{query,key,value,attention_output}/...,
+  transformer/layer_i/{self_attention_layer_norm,intermediate,output,
+  output_layer_norm}/..., pooler_transform/{kernel,bias}
+and with `mlm` (the masked-LM sub-model): .../cls/predictions/{output_bias/
+bias, transform/dense/..., transform/LayerNorm/...}.
+"""
+
+import os
+import re
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+from bert.checkpoints import model_garden
+from bert.checkpoints.errors import CheckpointError
+from bert.config import BertConfig
+
+SAVED_MODEL = "saved_model.pb"
+VARIABLES = os.path.join("variables", "variables")
+
+_EMBEDDINGS = {
+    "word_embeddings/embeddings": "bert/embeddings/word_embeddings",
+    "position_embedding/embeddings": "bert/embeddings/position_embeddings",
+    "type_embeddings/embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings/layer_norm/gamma": "bert/embeddings/LayerNorm/gamma",
+    "embeddings/layer_norm/beta": "bert/embeddings/LayerNorm/beta",
+    "embedding_projection/kernel": "bert/encoder/embedding_hidden_mapping_in/kernel",
+    "embedding_projection/bias": "bert/encoder/embedding_hidden_mapping_in/bias",
+    "pooler_transform/kernel": "bert/pooler/dense/kernel",
+    "pooler_transform/bias": "bert/pooler/dense/bias",
+    "cls_transform/kernel": "bert/pooler/dense/kernel",
+    "cls_transform/bias": "bert/pooler/dense/bias",
+}
+_BLOCK = {
+    "self_attention/query": "attention/self/query",
+    "self_attention/key": "attention/self/key",
+    "self_attention/value": "attention/self/value",
+    "self_attention/attention_output": "attention/output/dense",
+    "self_attention_layer_norm": "attention/output/LayerNorm",
+    "intermediate": "intermediate/dense",
+    "output": "output/dense",
+    "output_layer_norm": "output/LayerNorm",
+}
+_BLOCK_NAME = re.compile(
+    r"(?:.+/)?transformer(?:/layer_(?P<layer>\d+)|_(?P<scaffold>\d+))?/(?P<sub>" +
+    "|".join(re.escape(k) for k in sorted(_BLOCK, key=len, reverse=True)) +
+    r")/(?P<leaf>kernel|bias|gamma|beta)")
+_MLM_NAME = re.compile(r"(?:.+/)?cls/predictions/(?P<sub>output_bias/bias|"
+                       r"transform/dense/kernel|transform/dense/bias|"
+                       r"transform/LayerNorm/gamma|transform/LayerNorm/beta)")
+_MLM = {"output_bias/bias": "cls/predictions/output_bias"}
+DO_LOWER_CASE_KEY = "do_lower_case" + model_garden.object_graph.VALUE_SUFFIX
+
+
+def is_saved_model(folder: str) -> bool:
+  return (os.path.exists(os.path.join(folder, SAVED_MODEL)) and
+          os.path.exists(os.path.join(folder, VARIABLES + ".index")))
+
+
+def _tf1_name(full_name: str) -> Optional[str]:
+  """A TF Hub BERT variable name -> its TF1 name, or None."""
+  for suffix, name in _EMBEDDINGS.items():
+    if full_name == suffix or full_name.endswith("/" + suffix):
+      return name
+  m = _BLOCK_NAME.fullmatch(full_name)
+  if m:
+    layer = m.group("layer") or m.group("scaffold") or "0"
+    return f"bert/encoder/layer_{layer}/{_BLOCK[m.group('sub')]}/{m.group('leaf')}"
+  m = _MLM_NAME.fullmatch(full_name)
+  if m:
+    return _MLM.get(m.group("sub"), "cls/predictions/" + m.group("sub"))
+  return None
+
+
+def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
+                               Optional[int]]:
+  """({TF1 name: array}, do_lower_case, attention heads) from an encoder
+  SavedModel (the heads from the [hidden, heads, head_size] query kernel).
+
+  Variables whose names fit no rule keep their name (prefixed `tfhub/`), so
+  strict loading names them.
+  """
+  prefix = os.path.join(folder, VARIABLES)
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    keys = reader.get_variable_to_shape_map()
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor(model_garden.object_graph.GRAPH_KEY))
+  except (tf.errors.OpError, ValueError, KeyError) as e:
+    raise CheckpointError(f"{prefix}: cannot read the SavedModel's variables: "
+                          f"{str(e).strip().splitlines()[0]}") from e
+  names = {a.checkpoint_key: a.full_name for node in graph.nodes
+           for a in node.attributes if a.name == "VARIABLE_VALUE"}
+  do_lower_case = heads = None
+  out: Dict[str, np.ndarray] = {}
+  for key in keys:
+    if key == model_garden.object_graph.GRAPH_KEY:
+      continue
+    if key == DO_LOWER_CASE_KEY:
+      do_lower_case = bool(reader.get_tensor(key))
+      continue
+    full_name = names.get(key, key)
+    value = reader.get_tensor(key)
+    name = _tf1_name(full_name)
+    if name is None:
+      out["tfhub/" + full_name] = value
+    elif name in out:
+      raise CheckpointError(f"{prefix}: two variables map to {name} "
+                            f"(the second is {full_name!r}); not one BERT encoder")
+    else:
+      if name == "bert/encoder/layer_0/attention/self/query/kernel" and value.ndim == 3:
+        heads = value.shape[1]
+      out[name] = model_garden.flatten(name, value)
+  return out, do_lower_case, heads
+
+
+def assets(folder: str, preprocessor: Optional[str] = None):
+  """(vocab file, do_lower_case or None) from the SavedModel's assets, or
+  from a preprocessor SavedModel (`bert_*_preprocess`), whose casing is its
+  graph: lower-casing models fold case (`CaseFoldUTF8`)."""
+  source = preprocessor or folder
+  asset_dir = os.path.join(source, "assets")
+  texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
+                             else []) if f.endswith(".txt"))
+  if len(texts) != 1:
+    raise CheckpointError(
+        f"{asset_dir}: expected one vocab .txt asset, found "
+        f"{', '.join(texts) or 'none'}" + ("" if preprocessor else
+        " (give the matching bert_*_preprocess SavedModel as preprocessor)"))
+  do_lower_case = None
+  if preprocessor:
+    do_lower_case = "CaseFoldUTF8" in graph_ops(preprocessor)
+  return os.path.join(asset_dir, texts[0]), do_lower_case
+
+
+def graph_ops(folder: str):
+  """The op types used by the SavedModel's graph and functions (the proto
+  is parsed; nothing is run)."""
+  path = os.path.join(folder, SAVED_MODEL)
+  proto = saved_model_pb2.SavedModel()
+  try:
+    with open(path, "rb") as f:
+      proto.ParseFromString(f.read())
+  except Exception as e:  # protobuf's DecodeError has no stable import path
+    raise CheckpointError(f"{path}: not a SavedModel ({type(e).__name__})") from e
+  ops = set()
+  for meta in proto.meta_graphs:
+    ops.update(n.op for n in meta.graph_def.node)
+    for fn in meta.graph_def.library.function:
+      ops.update(n.op for n in fn.node_def)
+  return ops
+
+
+def activation(ops) -> str:
+  """The feed-forward activation, from the graph's op types."""
+  if "Erf" in ops:
+    return "gelu_exact"
+  if "Pow" in ops:
+    return "gelu"           # the tanh form: 0.5x(1 + tanh(c(x + 0.044715 x^3)))
+  if "Relu" in ops:
+    return "relu"
+  return "gelu"
+
+
+def infer_config(arrays: Dict[str, np.ndarray], num_heads: Optional[int],
+                 hidden_act: str, source: str) -> BertConfig:
+  """The encoder's config from its variables' shapes."""
+  def shape(name):
+    if name not in arrays:
+      raise CheckpointError(f"{source}: no variable {name} (not a BERT encoder "
+                            "in the TF Hub interface)")
+    return arrays[name].shape
+
+  vocab_size, width = shape("bert/embeddings/word_embeddings")
+  hidden = width
+  embedding_size = None
+  if "bert/encoder/embedding_hidden_mapping_in/kernel" in arrays:
+    embedding_size = width
+    hidden = shape("bert/encoder/embedding_hidden_mapping_in/kernel")[-1]
+  layers = sorted({int(n.split("/")[2][len("layer_"):]) for n in arrays
+                   if n.startswith("bert/encoder/layer_")})
+  if not layers or layers != list(range(len(layers))):
+    raise CheckpointError(f"{source}: transformer layers {layers or 'none'} "
+                          "found; not a BERT encoder in the TF Hub interface")
+  if not num_heads:
+    raise CheckpointError(f"{source}: no [hidden, heads, head_size] attention "
+                          "kernel; cannot tell the number of attention heads")
+  return BertConfig(
+      vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=len(layers),
+      num_attention_heads=num_heads,
+      intermediate_size=shape("bert/encoder/layer_0/intermediate/dense/kernel")[-1],
+      hidden_act=hidden_act,
+      max_position_embeddings=shape("bert/embeddings/position_embeddings")[0],
+      type_vocab_size=shape("bert/embeddings/token_type_embeddings")[0],
+      embedding_size=embedding_size)
+

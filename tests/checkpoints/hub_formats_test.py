@@ -1,0 +1,174 @@
+"""TF Hub SavedModels and KerasHub presets, read by name: parity with the
+original objects and bad input. Fixtures: tests/fixtures/hub (made by Model
+Garden's own export library and by keras_hub itself; make_fixtures.py)."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import h5py
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert import checkpoints
+from bert.checkpoints import CheckpointError, CheckpointMismatchError
+from conftest import max_abs_diff
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "fixtures", "hub")
+TOKEN_IDS = np.array([[2, 7, 9, 10, 5, 11, 3, 8, 12, 3, 0, 0],
+                      [2, 18, 19, 3, 0, 0, 0, 0, 0, 0, 0, 0]], np.int32)
+SEGMENT_IDS = np.array([[0] * 7 + [1] * 3 + [0] * 2, [0] * 12], np.int32)
+INPUTS = dict(input_word_ids=TOKEN_IDS, input_mask=(TOKEN_IDS > 0).astype(np.int32),
+              input_type_ids=SEGMENT_IDS)
+TOL = 1e-5
+
+
+def unpack(name, dest):
+  with tarfile.open(os.path.join(FIXTURES, name + ".tar.xz")) as tar:
+    tar.extractall(str(dest), filter="data")
+  return str(dest / name)
+
+
+def one_line(exc_info, *fragments):
+  message = str(exc_info.value)
+  assert "\n" not in message, message
+  for fragment in fragments:
+    assert fragment in message, (fragment, message)
+
+
+def test_fixtures_are_small():
+  total = sum(os.path.getsize(os.path.join(FIXTURES, f))
+              for f in os.listdir(FIXTURES))
+  assert total < 2_000_000, total
+
+
+@pytest.mark.parametrize("name", ["tfhub_encoder", "tfhub_encoder_mlm"])
+def test_tfhub_encoder_matches_the_saved_model(tmp_path, name):
+  folder = unpack(name, tmp_path)
+  assert checkpoints.detect_format(folder) == "tfhub"
+  ours = checkpoints.load(folder, with_heads=True)
+  c = ours.config
+  assert (c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
+          c.intermediate_size, c.max_position_embeddings, c.type_vocab_size) == (
+              38, 16, 2, 2, 32, 32, 2)
+  assert c.hidden_act == "gelu"       # Model Garden's "gelu": the tanh form
+  assert ours.do_lower_case is True
+  assert ours.vocab_file == os.path.join(folder, "assets", "vocab.txt")
+  assert ours.ignored_variables == []
+  # The reference: the SavedModel itself, called as TF Hub users call it.
+  hub = tf.saved_model.load(folder)
+  expected = hub(INPUTS, training=False)
+  got = ours.encoder(INPUTS, training=False)
+  for key in ("sequence_output", "pooled_output"):
+    assert max_abs_diff(got[key], expected[key]) <= TOL, key
+  assert len(got["encoder_outputs"]) == len(expected["encoder_outputs"]) == 2
+  for mine, theirs in zip(got["encoder_outputs"], expected["encoder_outputs"]):
+    assert max_abs_diff(mine, theirs) <= TOL
+  if name == "tfhub_encoder_mlm":
+    positions = np.array([[1, 8], [2, 1]], np.int32)
+    mlm = hub.mlm(dict(**INPUTS, masked_lm_positions=positions), training=False)
+    assert ours.masked_lm is not None and ours.next_sentence is None
+    logits = ours.masked_lm(got["sequence_output"], positions)
+    assert max_abs_diff(logits, mlm["mlm_logits"]) <= TOL
+  else:
+    assert ours.masked_lm is None
+  # Negative control: the two blocks' weights swapped miss the bound.
+  first, second = ours.encoder.transformer_layers
+  saved = first.get_weights()
+  first.set_weights(second.get_weights())
+  second.set_weights(saved)
+  assert max_abs_diff(ours.encoder(INPUTS)["sequence_output"],
+                      expected["sequence_output"]) > 1e-3
+
+
+def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
+  folder = unpack("tfhub_encoder", tmp_path)
+  preprocess = unpack("tfhub_preprocess", tmp_path)
+  shutil.rmtree(os.path.join(folder, "assets"))
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(folder)
+  one_line(e, os.path.join(folder, "assets"), "preprocessor")
+  ours = checkpoints.load(folder, preprocessor=preprocess)
+  assert ours.vocab_file == os.path.join(preprocess, "assets", "vocab.txt")
+  assert ours.do_lower_case is True    # the encoder's variable and the graph agree
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(unpack("keras_hub_preset", tmp_path), preprocessor=preprocess)
+  one_line(e, "preprocessor= is for TF Hub SavedModels")
+
+
+def test_keras_hub_preset_matches_keras_hub(tmp_path):
+  folder = unpack("keras_hub_preset", tmp_path)
+  assert checkpoints.detect_format(folder) == "keras_hub"
+  ours = checkpoints.load(folder)
+  assert ours.config.hidden_act == "gelu" and ours.config.num_attention_heads == 2
+  assert ours.do_lower_case is True
+  assert ours.vocab_file == os.path.join(folder, "assets", "tokenizer", "vocabulary.txt")
+  assert ours.ignored_variables == []
+  # The reference: keras_hub's own outputs, computed in its Keras 3 venv.
+  ref = np.load(os.path.join(folder, "keras_hub_outputs.npz"))
+  inputs = dict(input_word_ids=ref["token_ids"], input_mask=ref["padding_mask"],
+                input_type_ids=ref["segment_ids"])
+  assert inputs["input_mask"].min() == 0 and inputs["input_type_ids"].max() == 1
+  got = ours.encoder(inputs, training=False)
+  assert max_abs_diff(got["sequence_output"], ref["sequence_output"]) <= TOL
+  assert max_abs_diff(got["pooled_output"], ref["pooled_output"]) <= TOL
+  for i, layer in enumerate(got["encoder_outputs"]):
+    assert max_abs_diff(layer, ref[f"layer_{i}"]) <= TOL, i
+  # A task model from the preset, with the preset's own tokenizer.
+  from bert.models import BertClassifier
+  model = BertClassifier.from_pretrained(folder, num_classes=2, seq_length=16)
+  encoded = model.preprocessor(tf.constant(["The CAT sat."]))
+  assert encoded["input_word_ids"].numpy()[0, :6].tolist() == [2, 5, 7, 9, 33, 3]
+
+
+# ------------------------------------------------------------- bad input
+def test_saved_model_that_is_not_a_bert_encoder(tmp_path):
+  module = tf.Module()
+  module.v = tf.Variable(tf.zeros([3, 4]))
+  module.f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([None])])
+  tf.saved_model.save(module, str(tmp_path / "other"))
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(str(tmp_path / "other"))
+  one_line(e, str(tmp_path / "other"), "not a BERT encoder")
+
+
+def test_keras_hub_preset_with_a_missing_weight(tmp_path):
+  folder = unpack("keras_hub_preset", tmp_path)
+  with h5py.File(os.path.join(folder, "model.weights.h5"), "a") as f:
+    del f["layers/transformer_encoder_1/_feedforward_output_dense/vars/1"]
+  with pytest.raises(CheckpointMismatchError) as e:
+    checkpoints.load(folder)
+  one_line(e, "model.weights.h5", "missing variable(s): "
+           "bert/encoder/layer_1/output/dense/bias")
+
+
+@pytest.mark.parametrize("name,vocab", [
+    ("tfhub_encoder", os.path.join("assets", "vocab.txt")),
+    ("keras_hub_preset", os.path.join("assets", "tokenizer", "vocabulary.txt"))])
+def test_vocab_of_the_wrong_size(tmp_path, name, vocab):
+  folder = unpack(name, tmp_path)
+  with open(os.path.join(folder, vocab), "a", encoding="utf-8") as f:
+    f.write("extra\n")
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(folder)
+  one_line(e, os.path.join(folder, vocab), "39", "38")
+
+
+def test_convert_cli_reads_both(tmp_path):
+  exe = os.path.join(os.path.dirname(sys.executable), "bert-convert")
+  for name in ("tfhub_encoder_mlm", "keras_hub_preset"):
+    src = unpack(name, tmp_path)
+    result = subprocess.run([exe, f"--input={src}", f"--output={tmp_path / name}_mg",
+                             "--to=model_garden"], capture_output=True, text=True,
+                            timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    back = checkpoints.load(str(tmp_path / f"{name}_mg"))
+    assert back.format == "model_garden" and back.do_lower_case is True
+    original = checkpoints.load(src)
+    np.testing.assert_array_equal(
+        back.encoder(INPUTS)["sequence_output"],
+        original.encoder(INPUTS)["sequence_output"])
