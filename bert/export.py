@@ -32,6 +32,7 @@ refuses a reduced precision that scores too far below fp32.
 
 import json
 import os
+import tempfile
 from typing import Any, Callable, Dict, Optional, Sequence
 
 from absl import logging
@@ -67,12 +68,20 @@ def _output_folder(path: str):
       "a SavedModel folder", FileExistsError)
 
 
-def export_encoder(encoder, path: str, masked_lm=None) -> None:
+def export_encoder(encoder, path: str, masked_lm=None,
+                   vocab_file: Optional[str] = None,
+                   do_lower_case: Optional[bool] = None) -> None:
   """Writes `encoder` (a BertEncoder) as a TF Hub reusable SavedModel.
+
+  As Model Garden's `export_tfhub` does, the vocab is an asset
+  (`.vocab_file`) and the casing a variable (`.do_lower_case`); the config
+  is an asset too (`bert_config.json`), so `bert.checkpoints.load` reads the
+  export back exactly.
 
   Args:
     masked_lm: optional MaskedLMHead tied to this encoder's embeddings; it
       becomes the `.mlm` sub-object.
+    vocab_file, do_lower_case: the tokenizer's, when known.
   """
   inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
             for k in ENCODER_INPUTS}
@@ -91,7 +100,14 @@ def export_encoder(encoder, path: str, masked_lm=None) -> None:
         encoder_outputs=mlm_outputs["encoder_outputs"],
         mlm_logits=masked_lm(mlm_outputs["sequence_output"],
                              mlm_inputs["masked_lm_positions"])), name="mlm")
-  with _output_folder(path) as tmp:
+  with tempfile.TemporaryDirectory() as config_dir, _output_folder(path) as tmp:
+    config_file = os.path.join(config_dir, "bert_config.json")
+    encoder.config.to_json_file(config_file)
+    hub_encoder.bert_config_file = tf.saved_model.Asset(config_file)
+    if vocab_file is not None:
+      hub_encoder.vocab_file = tf.saved_model.Asset(vocab_file)
+    if do_lower_case is not None:
+      hub_encoder.do_lower_case = tf.Variable(do_lower_case, trainable=False)
     hub_encoder.save(tmp, include_optimizer=False, save_format="tf")
 
 

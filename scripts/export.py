@@ -73,7 +73,11 @@ def main(argv):
             "this CPU has no bf16 dot products)")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
-    export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm)
+    export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm,
+                          vocab_file=FLAGS.vocab_file or ckpt.vocab_file,
+                          do_lower_case=(ckpt.do_lower_case
+                                         if FLAGS.do_lower_case is None
+                                         else FLAGS.do_lower_case))
   else:
     vocab, lower = FLAGS.vocab_file, FLAGS.do_lower_case
     if FLAGS.checkpoint and (vocab is None or lower is None):

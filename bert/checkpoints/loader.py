@@ -162,10 +162,14 @@ def load(path: str, *, with_heads: bool = False,
     raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
                           f"this is a {fmt} checkpoint")
   if fmt == "tfhub":
-    arrays, do_lower_case, heads = tfhub.read(folder)
-    config = tfhub.infer_config(arrays, heads,
-                                tfhub.activation(tfhub.graph_ops(folder)), folder)
-    vocab_file, preprocessor_lower_case = tfhub.assets(folder, preprocessor)
+    arrays, do_lower_case, heads, config = tfhub.read(folder)
+    # Only this library's exports (which carry their config) may lack a vocab.
+    vocab_required = config is None
+    if config is None:
+      config = tfhub.infer_config(
+          arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
+    vocab_file, preprocessor_lower_case = tfhub.assets(
+        folder, preprocessor, required=vocab_required)
     if (do_lower_case is not None and preprocessor_lower_case is not None
         and do_lower_case != preprocessor_lower_case):
       raise CheckpointError(

@@ -33,7 +33,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert.checkpoints import model_garden
-from bert.checkpoints.errors import CheckpointError
+from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 
 SAVED_MODEL = "saved_model.pb"
@@ -71,6 +71,8 @@ _MLM_NAME = re.compile(r"(?:.+/)?cls/predictions/(?P<sub>output_bias/bias|"
                        r"transform/LayerNorm/gamma|transform/LayerNorm/beta)")
 _MLM = {"output_bias/bias": "cls/predictions/output_bias"}
 DO_LOWER_CASE_KEY = "do_lower_case" + model_garden.object_graph.VALUE_SUFFIX
+OWN_CONFIG = "bert_config.json"        # in the assets of `bert-export` encoders
+_RNG_STATE = re.compile(r"(^|/)StateVar$")
 
 
 def is_saved_model(folder: str) -> bool:
@@ -94,9 +96,11 @@ def _tf1_name(full_name: str) -> Optional[str]:
 
 
 def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
-                               Optional[int]]:
-  """({TF1 name: array}, do_lower_case, attention heads) from an encoder
-  SavedModel (the heads from the [hidden, heads, head_size] query kernel).
+                               Optional[int], Optional[BertConfig]]:
+  """({TF1 name: array}, do_lower_case, attention heads, config) from an
+  encoder SavedModel (the heads from the [hidden, heads, head_size] query
+  kernel). The config is None unless the SavedModel carries its own
+  (`bert-export` writes `assets/bert_config.json`).
 
   Variables whose names fit no rule keep their name (prefixed `tfhub/`), so
   strict loading names them.
@@ -113,7 +117,7 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   names = {a.checkpoint_key: a.full_name for node in graph.nodes
            for a in node.attributes if a.name == "VARIABLE_VALUE"}
   do_lower_case = heads = None
-  out: Dict[str, np.ndarray] = {}
+  values: Dict[str, np.ndarray] = {}
   for key in keys:
     if key == model_garden.object_graph.GRAPH_KEY:
       continue
@@ -121,7 +125,16 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
       do_lower_case = bool(reader.get_tensor(key))
       continue
     full_name = names.get(key, key)
-    value = reader.get_tensor(key)
+    if _RNG_STATE.search(full_name):
+      continue          # a dropout layer's random-generator state
+    values[full_name] = reader.get_tensor(key)
+  own_config = os.path.join(folder, "assets", OWN_CONFIG)
+  if os.path.exists(own_config):
+    config = BertConfig.from_json_file(own_config)
+    return (_from_own_names(values, config, prefix), do_lower_case,
+            config.num_attention_heads, config)
+  out: Dict[str, np.ndarray] = {}
+  for full_name, value in values.items():
     name = _tf1_name(full_name)
     if name is None:
       out["tfhub/" + full_name] = value
@@ -132,17 +145,50 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
       if name == "bert/encoder/layer_0/attention/self/query/kernel" and value.ndim == 3:
         heads = value.shape[1]
       out[name] = model_garden.flatten(name, value)
-  return out, do_lower_case, heads
+  return out, do_lower_case, heads, None
 
 
-def assets(folder: str, preprocessor: Optional[str] = None):
+def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
+                    source: str) -> Dict[str, np.ndarray]:
+  """A `bert-export` encoder: its variables carry this library's own names,
+  so they go into a `BertEncoder` (+ masked-LM head) of its config by name,
+  strictly, and come out as TF1 arrays like every other format."""
+  # pylint: disable=g-import-not-at-top  (the models import the checkpoints)
+  from bert.checkpoints import mapping
+  from bert.models.bert_pretrainer import build_pretraining_heads
+  from bert.networks.bert_encoder import BertEncoder
+  encoder = BertEncoder(config)
+  masked_lm = None
+  if any(n.startswith("masked_lm/") for n in values):
+    masked_lm, _ = build_pretraining_heads(encoder)
+  targets = {w.name[:-len(":0")]: w for w in encoder.weights +
+             (masked_lm.weights if masked_lm is not None else [])}
+  missing = sorted(set(targets) - set(values))
+  unexpected = sorted(set(values) - set(targets))
+  wrong = [f"{n}: expected shape {list(targets[n].shape)}, found "
+           f"{list(values[n].shape)}" for n in sorted(set(targets) & set(values))
+           if tuple(targets[n].shape) != values[n].shape]
+  problems = ([f"missing variable(s): {', '.join(missing)}"] if missing else []) + \
+      ([f"unexpected variable(s): {', '.join(unexpected)}"] if unexpected else []) + wrong
+  if problems:
+    raise CheckpointMismatchError(f"{source}: " + "; ".join(problems))
+  for name, variable in targets.items():
+    variable.assign(values[name])
+  return mapping.to_tf1(encoder, masked_lm)
+
+
+def assets(folder: str, preprocessor: Optional[str] = None,
+           required: bool = True):
   """(vocab file, do_lower_case or None) from the SavedModel's assets, or
   from a preprocessor SavedModel (`bert_*_preprocess`), whose casing is its
-  graph: lower-casing models fold case (`CaseFoldUTF8`)."""
+  graph: lower-casing models fold case (`CaseFoldUTF8`). Without
+  `required`, a SavedModel with no vocab gives (None, None)."""
   source = preprocessor or folder
   asset_dir = os.path.join(source, "assets")
   texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
                              else []) if f.endswith(".txt"))
+  if not texts and not required and not preprocessor:
+    return None, None
   if len(texts) != 1:
     raise CheckpointError(
         f"{asset_dir}: expected one vocab .txt asset, found "

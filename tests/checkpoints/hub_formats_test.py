@@ -172,3 +172,38 @@ def test_convert_cli_reads_both(tmp_path):
     np.testing.assert_array_equal(
         back.encoder(INPUTS)["sequence_output"],
         original.encoder(INPUTS)["sequence_output"])
+
+
+@pytest.mark.parametrize("embedding_size", [None, 8])
+def test_our_encoder_export_reads_back(tmp_path, embedding_size):
+  """`bert-export --kind=encoder` writes the TF Hub interface with the vocab,
+  casing and config as assets; the loader reads it back exactly, head too."""
+  from bert import BertConfig, BertEncoder
+  from bert.export import export_encoder
+  config = BertConfig(vocab_size=38, hidden_size=16, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=32,
+                      max_position_embeddings=32, hidden_act="gelu_exact",
+                      embedding_size=embedding_size)
+  encoder = BertEncoder(config)
+  masked_lm, _ = checkpoints.build_pretraining_heads(encoder)
+  rng = np.random.RandomState(7)
+  for w in encoder.weights + masked_lm.weights:
+    w.assign(0.1 * rng.randn(*w.shape) + (1.0 if "gamma" in w.name else 0.0))
+  vocab = str(tmp_path / "vocab.txt")
+  with tarfile.open(os.path.join(FIXTURES, "tfhub_encoder.tar.xz")) as tar:
+    member = tar.extractfile("tfhub_encoder/assets/vocab.txt")
+    with open(vocab, "wb") as f:
+      f.write(member.read())
+  export_encoder(encoder, str(tmp_path / "export"), masked_lm=masked_lm,
+                 vocab_file=vocab, do_lower_case=False)
+  back = checkpoints.load(str(tmp_path / "export"), with_heads=True)
+  assert back.format == "tfhub" and back.config == config
+  assert back.do_lower_case is False
+  assert os.path.basename(back.vocab_file) == "vocab.txt"
+  positions = np.array([[1, 8], [2, 1]], np.int32)
+  want, got = encoder(INPUTS), back.encoder(INPUTS)
+  for key in ("sequence_output", "pooled_output"):
+    np.testing.assert_array_equal(got[key], want[key])
+  np.testing.assert_array_equal(
+      back.masked_lm(got["sequence_output"], positions),
+      masked_lm(want["sequence_output"], positions))
