@@ -48,6 +48,14 @@ _OURS_TO_HF_ACT = {
     "linear": "linear",
 }
 
+# Model Garden `EncoderConfig` (type "bert") name -> google-research name.
+_ENCODER_CONFIG_NAMES = {
+    "num_layers": "num_hidden_layers",
+    "hidden_activation": "hidden_act",
+    "dropout_rate": "hidden_dropout_prob",
+    "attention_dropout_rate": "attention_probs_dropout_prob",
+}
+
 _GOOGLE_FIELDS = (
     "vocab_size",
     "hidden_size",
@@ -156,7 +164,16 @@ class BertConfig:
 
   @classmethod
   def from_google_dict(cls, d: Dict[str, Any]) -> "BertConfig":
-    """Reads a google-research / Model Garden `bert_config.json` dict."""
+    """Reads a google-research / Model Garden `bert_config.json` dict.
+
+    Model Garden's `EncoderConfig` spelling is read too (`num_layers`,
+    `hidden_activation`, `dropout_rate`, ..., optionally inside
+    {"type": "bert", "bert": {...}}); its "gelu" is the tanh form, as here.
+    """
+    if isinstance(d.get("bert"), dict) and d.get("type", "bert") == "bert":
+      d = d["bert"]
+    if "num_layers" in d and "num_hidden_layers" not in d:
+      d = {_ENCODER_CONFIG_NAMES.get(k, k): v for k, v in d.items()}
     missing = [k for k in _STRUCTURAL_FIELDS if k not in d]
     if missing:
       raise ConfigError(f"bert_config is missing field(s): {', '.join(missing)}")

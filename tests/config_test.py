@@ -146,3 +146,20 @@ def test_bad_files_name_the_file(tmp_path):
                    max_position_embeddings=8), f)
   with pytest.raises(ValueError, match="odd.json.*num_attention_heads"):
     BertConfig.from_json_file(odd)
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_model_garden_encoder_config_names(tmp_path, wrapped):
+  """Model Garden's EncoderConfig spelling of bert_config.json reads as the
+  google-research one."""
+  google = BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=3,
+                      num_attention_heads=4, intermediate_size=64,
+                      hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.3,
+                      max_position_embeddings=40, type_vocab_size=2)
+  d = dict(vocab_size=120, hidden_size=32, num_layers=3, num_attention_heads=4,
+           intermediate_size=64, hidden_activation="gelu", dropout_rate=0.2,
+           attention_dropout_rate=0.3, max_position_embeddings=40,
+           type_vocab_size=2, initializer_range=0.02)
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps({"type": "bert", "bert": d} if wrapped else d))
+  assert BertConfig.from_json_file(str(path)) == google
