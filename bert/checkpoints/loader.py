@@ -45,7 +45,7 @@ from bert.models.bert_pretrainer import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub")
-WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub")
+WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
 METADATA_FILE = "bert_checkpoint.json"
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"
@@ -161,6 +161,32 @@ def load(path: str, *, with_heads: bool = False,
   if preprocessor is not None and fmt != "tfhub":
     raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
                           f"this is a {fmt} checkpoint")
+  config, arrays, vocab_file, do_lower_case, source = _read(folder, fmt,
+                                                            preprocessor)
+  if vocab_file is not None:
+    _check_vocab(vocab_file, config)
+  encoder = BertEncoder(config)
+  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
+                          do_lower_case=do_lower_case, format=fmt)
+  if fmt == "tf2":
+    _load_tf2(folder, result, with_heads)
+    return result
+
+  has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
+  if with_heads and has_heads:
+    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
+    if fmt == "tfhub":
+      # TF Hub's `mlm` sub-model has the masked-LM head only.
+      result.next_sentence = None
+  result.ignored_variables = mapping.assign_from_tf1(
+      arrays, encoder, result.masked_lm, result.next_sentence, source=source,
+      ignore_heads=not (with_heads and has_heads))
+  return result
+
+
+def _read(folder, fmt, preprocessor):
+  """(config, {TF1 name: array} (None for "tf2"), vocab file, do_lower_case,
+  source file) of a checkpoint folder of format `fmt`."""
   if fmt == "tfhub":
     arrays, do_lower_case, heads, config = tfhub.read(folder)
     # Only this library's exports (which carry their config) may lack a vocab.
@@ -177,45 +203,26 @@ def load(path: str, *, with_heads: bool = False,
           f"contradicts the encoder's (do_lower_case={do_lower_case})")
     if do_lower_case is None:
       do_lower_case = preprocessor_lower_case
-    source = os.path.join(folder, tfhub.VARIABLES)
-  elif fmt == "keras_hub":
-    config = keras_hub.read_config(folder)
+    return (config, arrays, vocab_file, do_lower_case,
+            os.path.join(folder, tfhub.VARIABLES))
+  if fmt == "keras_hub":
     vocab_file, do_lower_case = keras_hub.tokenizer(folder)
-    arrays = keras_hub.read(folder)
-    source = os.path.join(folder, keras_hub.WEIGHTS)
-  else:
-    config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-    vocab_file = os.path.join(folder, VOCAB_FILE)
-    if not present(vocab_file):
-      vocab_file = None
-    do_lower_case = _do_lower_case(folder, fmt)
-  if vocab_file is not None:
-    _check_vocab(vocab_file, config)
-  encoder = BertEncoder(config)
-  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          do_lower_case=do_lower_case, format=fmt)
+    return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
+            do_lower_case, os.path.join(folder, keras_hub.WEIGHTS))
+  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+  vocab_file = os.path.join(folder, VOCAB_FILE)
+  if not present(vocab_file):
+    vocab_file = None
+  do_lower_case = _do_lower_case(folder, fmt)
   if fmt == "tf2":
-    _load_tf2(folder, result, with_heads)
-    return result
-
+    return config, None, vocab_file, do_lower_case, folder
   if fmt == "hf":
-    arrays = hf.read_tf1_arrays(folder)
-    source = os.path.join(folder, hf.SAFETENSORS)
-  elif fmt not in ("tfhub", "keras_hub"):
-    prefix = tf1.find_prefix(folder)
-    source = prefix
-    arrays = (model_garden.read(prefix) if fmt == "model_garden"
-              else tf1.read_arrays(prefix))
-  has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
-  if with_heads and has_heads:
-    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
-    if fmt == "tfhub":
-      # TF Hub's `mlm` sub-model has the masked-LM head only.
-      result.next_sentence = None
-  result.ignored_variables = mapping.assign_from_tf1(
-      arrays, encoder, result.masked_lm, result.next_sentence, source=source,
-      ignore_heads=not (with_heads and has_heads))
-  return result
+    return (config, hf.read_tf1_arrays(folder), vocab_file, do_lower_case,
+            os.path.join(folder, hf.SAFETENSORS))
+  prefix = tf1.find_prefix(folder)
+  arrays = (model_garden.read(prefix) if fmt == "model_garden"
+            else tf1.read_arrays(prefix))
+  return config, arrays, vocab_file, do_lower_case, prefix
 
 
 def _read_config(folder, name):
@@ -299,8 +306,11 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   if isinstance(obj, BertEncoder):
     obj = BertCheckpoint(config=obj.config, encoder=obj)
   if format not in WRITABLE_FORMATS:
+    hint = {"tfhub": " (a TF Hub SavedModel: bert-export --kind=encoder)",
+            "keras_hub": " (KerasHub reads the \"hf\" format: "
+                         "BertBackbone.from_preset(folder))"}.get(format, "")
     raise CheckpointError(f"cannot write format {format!r}; use one of "
-                          f"{', '.join(WRITABLE_FORMATS)}")
+                          f"{', '.join(WRITABLE_FORMATS)}{hint}")
   if (obj.masked_lm is None) != (obj.next_sentence is None):
     raise CheckpointError("save: give both pre-training heads (masked_lm and "
                           "next_sentence) or neither")

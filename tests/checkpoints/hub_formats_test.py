@@ -136,6 +136,16 @@ def test_saved_model_that_is_not_a_bert_encoder(tmp_path):
   one_line(e, str(tmp_path / "other"), "not a BERT encoder")
 
 
+def test_hub_formats_are_read_only(tmp_path):
+  ours = checkpoints.load(unpack("keras_hub_preset", tmp_path))
+  for fmt, hint in (("tfhub", "bert-export --kind=encoder"),
+                    ("keras_hub", "from_preset")):
+    with pytest.raises(CheckpointError) as e:
+      checkpoints.save(ours, str(tmp_path / fmt), format=fmt)
+    one_line(e, f"cannot write format '{fmt}'", hint)
+    assert not os.path.exists(tmp_path / fmt)
+
+
 def test_keras_hub_preset_with_a_missing_weight(tmp_path):
   folder = unpack("keras_hub_preset", tmp_path)
   with h5py.File(os.path.join(folder, "model.weights.h5"), "a") as f:
