@@ -5,8 +5,14 @@
       --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5 \\
       --num_shards=4 --num_processes=2
 
+  bert-create-pretraining-data --input_file=a.txt,b.txt \
+      --output_file=out/a.tfrecord,out/b.tfrecord --vocab_file=vocab.txt ...
+      (google-research's flags: one shard per named file, no manifest)
+
 Input: one sentence per line, a blank line between documents (globs and
-comma lists). Output: num_shards TFRecord files and a manifest.json listing
+comma lists), streamed: memory holds one block of --block_sentences lines
+per process, whatever the corpus size (random next sentences come from the
+same block). Output: num_shards TFRecord files and a manifest.json listing
 them (readers refuse TFRecords in the folder that it does not list); a folder
 with files of an earlier run is refused unless --overwrite. Records are
 tf.train.Example with the google-research feature names (input_ids, input_mask, segment_ids,
@@ -21,6 +27,10 @@ from bert.scripts import _cli
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input_file", None, "Input text files (globs, commas).")
 flags.DEFINE_string("output_dir", None, "Folder for the TFRecord shards.")
+flags.DEFINE_string("output_file", None,
+                    "Instead of --output_dir: the TFRecord files to write "
+                    "(comma list, one shard each), as google-research's "
+                    "script takes them.")
 flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
 flags.DEFINE_bool("do_whole_word_mask", False,
@@ -38,7 +48,12 @@ flags.DEFINE_integer("num_shards", 1, "Output files (documents are dealt "
 flags.DEFINE_integer("num_processes", 1, "Worker processes.", lower_bound=1)
 flags.DEFINE_bool("overwrite", False, "Delete the TFRecords and manifest of "
                   "an earlier run in --output_dir (otherwise refused).")
-flags.mark_flags_as_required(["input_file", "output_dir", "vocab_file"])
+flags.DEFINE_integer("block_sentences", 20_000,
+                     "Lines read, tokenized and turned into instances at a "
+                     "time; bounds memory.", lower_bound=1)
+flags.mark_flags_as_required(["input_file", "vocab_file"])
+flags.mark_flags_as_mutual_exclusive(["output_dir", "output_file"],
+                                     required=True)
 
 
 def main(argv):
@@ -51,11 +66,14 @@ def main(argv):
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
       do_whole_word_mask=FLAGS.do_whole_word_mask,
-      do_lower_case=FLAGS.do_lower_case)
+      do_lower_case=FLAGS.do_lower_case,
+      block_sentences=FLAGS.block_sentences)
   summaries = create_pretraining_data(
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
       num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
-      overwrite=FLAGS.overwrite)
+      overwrite=FLAGS.overwrite,
+      output_files=(FLAGS.output_file.split(",") if FLAGS.output_file
+                    else None))
   s = total(summaries)
   slots = s.instances * config.max_seq_length
   print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "

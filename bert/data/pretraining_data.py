@@ -39,6 +39,11 @@ class PretrainingDataConfig:
   do_whole_word_mask: bool = False
   do_lower_case: bool = True
   shuffle_buffer: int = 100_000
+  # Input is read in blocks of whole documents of about this many sentences;
+  # a block's instances (its dupe_factor passes) are made together and their
+  # random next sentences come from the same block. Memory is bounded by one
+  # block, whatever the corpus size.
+  block_sentences: int = 20_000
 
   def __post_init__(self):
     owner = "PretrainingDataConfig"
@@ -54,6 +59,7 @@ class PretrainingDataConfig:
     check_bool(owner, "do_whole_word_mask", self.do_whole_word_mask)
     check_bool(owner, "do_lower_case", self.do_lower_case)
     check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
+    check_int(owner, "block_sentences", self.block_sentences, minimum=1)
 
 
 @dataclasses.dataclass

@@ -2,14 +2,19 @@
 
 Input: text files of one sentence per line, documents separated by blank
 lines. The documents of all inputs are dealt round-robin into `num_shards`
-shards; each shard is created independently (its own seeded RNG; random next
-sentences come from the same shard) and written to its own file, so the
-output depends only on the inputs, the flags and the shard count, and shards
-run in parallel processes. Memory holds one shard's token ids, never all
-`dupe_factor` copies: instances are written as they are made, and shuffled
-within a bounded buffer. `manifest.json`, written last, lists the run's
-shards; readers (`check_manifests`) refuse a TFRecord beside it that it does
-not list.
+shards; each shard is created independently (its own seeded RNG) and
+written to its own file, so the output depends only on the inputs, the flags
+and the shard count, and shards run in parallel processes.
+
+Every shard streams: its process reads the inputs itself, keeping only its
+own documents, in blocks of whole documents of about
+`config.block_sentences` sentences; a block is tokenized, its instances made
+(`dupe_factor` passes; random next sentences from the same block), masked and
+written before the next block is read. Instances are shuffled within a
+bounded buffer. So memory is bounded by one block and the buffer, whatever
+the corpus size. `manifest.json`, written last, lists the run's shards;
+readers (`check_manifests`) refuse a TFRecord beside it that it does not
+list.
 """
 
 import dataclasses
@@ -18,7 +23,7 @@ import json
 import os
 import random
 import time
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
@@ -94,28 +99,48 @@ def total(summaries: Sequence[ShardSummary]) -> ShardSummary:
   return agg
 
 
-def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
-                 vocab_file: str, config: PretrainingDataConfig) -> ShardSummary:
-  """Tokenizes one shard's documents and writes its instances."""
+def shard_documents(files: Sequence[str], shard: int,
+                    num_shards: int) -> Iterator[List[str]]:
+  """The documents dealt to `shard` (every `num_shards`-th of all inputs,
+  in order), read lazily."""
+  index = 0
+  for path in files:
+    if os.path.getsize(path) == 0:
+      continue
+    for document in read_documents(path):
+      if index % num_shards == shard:
+        yield document
+      index += 1
+
+
+def document_blocks(documents: Iterator[List[str]],
+                    block_sentences: int) -> Iterator[List[List[str]]]:
+  """Whole documents grouped into blocks of about `block_sentences` lines."""
+  block: List[List[str]] = []
+  size = 0
+  for document in documents:
+    block.append(document)
+    size += len(document)
+    if size >= block_sentences:
+      yield block
+      block, size = [], 0
+  if block:
+    yield block
+
+
+def create_shard(files: Sequence[str], shard: int, num_shards: int,
+                 output_path: str, vocab_file: str,
+                 config: PretrainingDataConfig) -> ShardSummary:
+  """Streams one shard's documents from `files` and writes its instances."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
   tokenizer = Tokenizer(vocab_file, lower_case=config.do_lower_case)
   vocab = Vocab(tokenizer.vocab, vocab_file)
-  lines = [line for doc in documents_text for line in doc]
-  ids = tokenizer.tokenize(lines)
-  documents, k = [], 0
-  for doc in documents_text:
-    sentences = [ids[k + j].tolist() for j in range(len(doc))]
-    k += len(doc)
-    sentences = [s for s in sentences if s]
-    if sentences:
-      documents.append(sentences)
   # Same seed per (random_seed, shard): independent of process scheduling.
   rng = random.Random(config.random_seed * 1_000_003 + shard)
   np_rng = np.random.default_rng([config.random_seed, shard])
-  rng.shuffle(documents)
-  summary = ShardSummary(shard=shard, documents=len(documents))
+  summary = ShardSummary(shard=shard)
   buffer: List[bytes] = []
   pending: List[Instance] = []
 
@@ -139,14 +164,19 @@ def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
       writer.write(buffer.pop())
 
   with tf.io.TFRecordWriter(output_path) as writer:
-    for _ in range(config.dupe_factor):
-      for index in range(len(documents)):
-        pending.extend(create_instances_from_document(documents, index,
-                                                      config, vocab, rng))
-        if len(pending) >= 4096:
-          encode_pending()
-        if len(buffer) >= config.shuffle_buffer:
-          flush(writer, config.shuffle_buffer // 2)
+    for block in document_blocks(shard_documents(files, shard, num_shards),
+                                 config.block_sentences):
+      documents = _tokenize_block(block, tokenizer)
+      summary.documents += len(documents)
+      rng.shuffle(documents)
+      for _ in range(config.dupe_factor):
+        for index in range(len(documents)):
+          pending.extend(create_instances_from_document(documents, index,
+                                                        config, vocab, rng))
+          if len(pending) >= 4096:
+            encode_pending()
+          if len(buffer) >= config.shuffle_buffer:
+            flush(writer, config.shuffle_buffer // 2)
     if pending:
       encode_pending()
     flush(writer, 0)
@@ -154,32 +184,30 @@ def create_shard(documents_text: List[List[str]], shard: int, output_path: str,
   return summary
 
 
-def shard_documents(files: Sequence[str], num_shards: int) -> List[List[List[str]]]:
-  """Deals every document of `files` round-robin into `num_shards` shards."""
-  shards: List[List[List[str]]] = [[] for _ in range(num_shards)]
-  count = 0
-  nonempty = False
-  for path in files:
-    if os.path.getsize(path) == 0:
-      continue
-    for document in read_documents(path):
-      shards[count % num_shards].append(document)
-      count += 1
-      nonempty = True
-  if not nonempty:
-    raise DataError(f"no text in {', '.join(files)}: every input file is "
-                    "empty")
-  return shards
+def _tokenize_block(block: List[List[str]], tokenizer) -> List[List[List[int]]]:
+  """Documents of text lines -> documents of token-id sentences (empty
+  sentences and documents dropped)."""
+  ids = tokenizer.tokenize([line for doc in block for line in doc])
+  documents, k = [], 0
+  for doc in block:
+    sentences = [ids[k + j].tolist() for j in range(len(doc))]
+    k += len(doc)
+    sentences = [s for s in sentences if s]
+    if sentences:
+      documents.append(sentences)
+  return documents
 
 
 def _run_shard(args):
   return create_shard(*args)
 
 
-def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
-                            config: PretrainingDataConfig, num_shards: int = 1,
-                            num_processes: int = 1, log=print,
-                            overwrite: bool = False) -> List[ShardSummary]:
+def create_pretraining_data(input_spec: str, output_dir: Optional[str],
+                            vocab_file: str, config: PretrainingDataConfig,
+                            num_shards: int = 1, num_processes: int = 1,
+                            log=print, overwrite: bool = False,
+                            output_files: Optional[Sequence[str]] = None
+                            ) -> List[ShardSummary]:
   """Creates `num_shards` TFRecord files in `output_dir` using processes,
   then `manifest.json` listing them (written last: a folder without it
   holds an unfinished run).
@@ -187,37 +215,83 @@ def create_pretraining_data(input_spec: str, output_dir: str, vocab_file: str,
   A folder that holds files of an earlier run (TFRecords, a manifest) is
   refused, since a reader's `output_dir/*.tfrecord` would mix them in; with
   `overwrite` they are deleted first.
+
+  `output_files` (google-research's `--output_file=a,b`) names the files
+  instead, one shard each (`output_dir` None): they are replaced if they
+  exist, as the reference does, and no manifest is written. Each file
+  appears whole (written beside it, then renamed) or not at all.
   """
-  check_int("create_pretraining_data", "num_shards", num_shards, minimum=1)
-  check_int("create_pretraining_data", "num_processes", num_processes,
-            minimum=1)
+  owner = "create_pretraining_data"
+  check_int(owner, "num_shards", num_shards, minimum=1)
+  check_int(owner, "num_processes", num_processes, minimum=1)
+  if (output_dir is None) == (output_files is None):
+    raise ValueError(f"{owner}: give output_dir or output_files, not both")
   files = expand_inputs(input_spec)
   for path in files:
     if os.path.getsize(path) == 0:
       log(f"warning: {path} is empty; skipped")
+  if all(os.path.getsize(path) == 0 for path in files):
+    raise DataError(f"no text in {', '.join(files)}: every input file is "
+                    "empty")
   Vocab.from_file(vocab_file)   # checked before any writing
-  shards = shard_documents(files, num_shards)
-  created = not os.path.exists(output_dir)
-  os.makedirs(output_dir, exist_ok=True)
-  _clear_earlier_run(output_dir, overwrite, log)
-  jobs = [(docs, i, os.path.join(output_dir,
-                                 f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord"),
-           vocab_file, config) for i, docs in enumerate(shards)]
+  if output_files is not None:
+    outputs = _check_output_files(output_files, num_shards)
+    num_shards = len(outputs)
+    created = []
+  else:
+    created = [] if os.path.exists(output_dir) else [output_dir]
+    os.makedirs(output_dir, exist_ok=True)
+    _clear_earlier_run(output_dir, overwrite, log)
+    outputs = [os.path.join(output_dir,
+                            f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord")
+               for i in range(num_shards)]
+  jobs = [(files, i, num_shards, path + ".tmp", vocab_file, config)
+          for i, path in enumerate(outputs)]
   try:
-    return _write_shards(jobs, output_dir, num_processes, config, log)
+    summaries = _write_shards(jobs, num_processes, log)
+    if not any(s.documents for s in summaries):
+      raise DataError(f"no text in {', '.join(files)}: no line holds a word")
+    for path in outputs:
+      os.replace(path + ".tmp", path)
+    if output_dir is not None:
+      _write_manifest(output_dir, [os.path.basename(p) for p in outputs],
+                      summaries, config)
+    return summaries
   except BaseException:
     # No partial run is left where a reader could take it for data.
-    for job in jobs:
-      for path in (job[2], job[2] + ".tmp"):
-        if os.path.exists(path):
-          os.remove(path)
-    if created and not os.listdir(output_dir):
-      os.rmdir(output_dir)
+    for path in outputs:
+      if os.path.exists(path + ".tmp"):
+        os.remove(path + ".tmp")
+      if output_dir is not None and os.path.exists(path):
+        os.remove(path)
+    for folder in created:
+      if not os.listdir(folder):
+        os.rmdir(folder)
     raise
 
 
-def _write_shards(jobs, output_dir, num_processes, config, log):
-  """Runs the shard jobs, then writes the manifest."""
+def _check_output_files(output_files, num_shards) -> List[str]:
+  outputs = [p.strip() for p in output_files if p.strip()]
+  if not outputs:
+    raise ValueError("output_files: no file named")
+  if len(set(map(os.path.abspath, outputs))) != len(outputs):
+    raise ValueError(f"output_files: a file is named twice ({', '.join(outputs)})")
+  if num_shards not in (1, len(outputs)):
+    raise ValueError(f"num_shards={num_shards} but {len(outputs)} output files "
+                     "are named (one shard each)")
+  for path in outputs:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if os.path.exists(os.path.join(folder, MANIFEST)):
+      raise FileExistsError(
+          f"{path}: its folder holds the {MANIFEST} of an --output_dir run, "
+          "whose readers would refuse a file it does not list; write the "
+          "files elsewhere")
+  return outputs
+
+
+def _write_shards(jobs, num_processes, log) -> List[ShardSummary]:
+  """Runs the shard jobs; their summaries in shard order."""
   if num_processes > 1:
     import multiprocessing  # pylint: disable=g-import-not-at-top
     with multiprocessing.get_context("spawn").Pool(num_processes) as pool:
@@ -233,10 +307,7 @@ def _write_shards(jobs, output_dir, num_processes, config, log):
       log(f"shard {summary.shard}: {summary.instances} instances in "
           f"{summary.seconds:.1f} s")
       summaries.append(summary)
-  summaries = sorted(summaries, key=lambda s: s.shard)
-  _write_manifest(output_dir, [os.path.basename(job[2]) for job in jobs],
-                  summaries, config)
-  return summaries
+  return sorted(summaries, key=lambda s: s.shard)
 
 
 MANIFEST = "manifest.json"

@@ -239,3 +239,63 @@ def test_a_folder_of_an_earlier_run_is_refused_and_readers_check_the_manifest(
   with pytest.raises(ValueError, match=r"pretrain-00003-of-00004.tfrecord: not "
                      r"listed in .*manifest.json"):
     list_files(folder + "/*.tfrecord")
+
+
+def test_output_file_flag_as_in_the_reference(tmp_path, vocab_file):
+  """google-research's --output_file=a,b: one shard per named file, the same
+  bytes as the --output_dir run with as many shards, and no manifest."""
+  import subprocess
+  import sys
+  text = shared_data("corpus", "sample_text.txt")
+  config = pd.PretrainingDataConfig(dupe_factor=2)
+  ps.create_pretraining_data(text, str(tmp_path / "dir"), vocab_file, config,
+                             num_shards=2, log=lambda *_: None)
+  outputs = [str(tmp_path / "named" / "a.tfrecord"), str(tmp_path / "named" / "b.tfrecord")]
+  exe = os.path.join(os.path.dirname(sys.executable), "bert-create-pretraining-data")
+  result = subprocess.run(
+      [exe, f"--input_file={text}", f"--output_file={','.join(outputs)}",
+       f"--vocab_file={vocab_file}", "--dupe_factor=2"],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / "named")) == ["a.tfrecord", "b.tfrecord"]
+  for out, shard in zip(outputs, ("pretrain-00000-of-00002.tfrecord",
+                                  "pretrain-00001-of-00002.tfrecord")):
+    assert open(out, "rb").read() == (tmp_path / "dir" / shard).read_bytes()
+  # Named files are replaced, as the reference does; bad requests are refused.
+  ps.create_pretraining_data(text, None, vocab_file, config, log=lambda *_: None,
+                             output_files=outputs)
+  with pytest.raises(ValueError, match="named twice"):
+    ps.create_pretraining_data(text, None, vocab_file, config,
+                               output_files=[outputs[0], outputs[0]])
+  with pytest.raises(FileExistsError, match="manifest.json"):
+    ps.create_pretraining_data(text, None, vocab_file, config,
+                               output_files=[str(tmp_path / "dir" / "x.tfrecord")])
+  both = subprocess.run(
+      [exe, f"--input_file={text}", f"--output_file={outputs[0]}",
+       f"--output_dir={tmp_path / 'o'}", f"--vocab_file={vocab_file}"],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert both.returncode != 0 and "output_dir" in both.stderr
+
+
+def test_input_streams_in_blocks_of_whole_documents(tmp_path, vocab_file):
+  docs = [[f"doc {d} sentence {i}." for i in range(n)]
+          for d, n in enumerate([3, 1, 5, 2, 4, 1])]
+  path = tmp_path / "docs.txt"
+  path.write_text("\n\n".join("\n".join(doc) for doc in docs) + "\n")
+  # Round-robin dealing, read lazily and in order.
+  shard1 = ps.shard_documents([str(path)], 1, 2)
+  assert next(shard1) == docs[1]
+  assert list(shard1) == [docs[3], docs[5]]
+  # Blocks close after the document that reaches the budget; none is split.
+  blocks = list(ps.document_blocks(iter(docs), block_sentences=4))
+  assert blocks == [docs[0:2], docs[2:3], docs[3:5], docs[5:6]]
+  # The block size changes the pairing, not what a corpus yields.
+  counts = []
+  for block in (2, 1000):
+    config = pd.PretrainingDataConfig(dupe_factor=3, block_sentences=block)
+    summaries = ps.create_pretraining_data(
+        shared_data("corpus", "sample_text.txt"), str(tmp_path / f"b{block}"),
+        vocab_file, config, log=lambda *_: None)
+    counts.append((ps.total(summaries).documents, ps.total(summaries).instances))
+  assert counts[0][0] == counts[1][0]
+  assert abs(counts[0][1] - counts[1][1]) <= 0.2 * counts[1][1]
