@@ -30,6 +30,16 @@ def _escape(name: str) -> str:
   return name.replace(".", "..").replace("/", ".S")
 
 
+def read_graph(reader):
+  """The checkpoint's object graph (a `TrackableObjectGraph` proto), or None
+  for a name-based checkpoint."""
+  if GRAPH_KEY not in reader.get_variable_to_shape_map():
+    return None
+  graph = trackable_object_graph_pb2.TrackableObjectGraph()
+  graph.ParseFromString(reader.get_tensor(GRAPH_KEY))
+  return graph
+
+
 def paths_by_key(reader) -> Dict[str, List[str]]:
   """{checkpoint key: every object path to that variable, as a key}.
 
@@ -37,10 +47,9 @@ def paths_by_key(reader) -> Dict[str, List[str]]:
   checkpoint (no object graph) map to themselves.
   """
   keys = reader.get_variable_to_shape_map()
-  if GRAPH_KEY not in keys:
+  graph = read_graph(reader)
+  if graph is None:
     return {k: [k] for k in keys}
-  graph = trackable_object_graph_pb2.TrackableObjectGraph()
-  graph.ParseFromString(reader.get_tensor(GRAPH_KEY))
   found: Dict[str, List[str]] = {}
 
   def visit(node_id, path, on_path):

@@ -30,9 +30,9 @@ from typing import Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert.checkpoints import model_garden
+from bert.checkpoints import object_graph
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 
@@ -70,7 +70,7 @@ _MLM_NAME = re.compile(r"(?:.+/)?cls/predictions/(?P<sub>output_bias/bias|"
                        r"transform/dense/kernel|transform/dense/bias|"
                        r"transform/LayerNorm/gamma|transform/LayerNorm/beta)")
 _MLM = {"output_bias/bias": "cls/predictions/output_bias"}
-DO_LOWER_CASE_KEY = "do_lower_case" + model_garden.object_graph.VALUE_SUFFIX
+DO_LOWER_CASE_KEY = "do_lower_case" + object_graph.VALUE_SUFFIX
 OWN_CONFIG = "bert_config.json"        # in the assets of `bert-export` encoders
 _RNG_STATE = re.compile(r"(^|/)StateVar$")
 
@@ -109,8 +109,9 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   try:
     reader = tf.train.load_checkpoint(prefix)
     keys = reader.get_variable_to_shape_map()
-    graph = trackable_object_graph_pb2.TrackableObjectGraph()
-    graph.ParseFromString(reader.get_tensor(model_garden.object_graph.GRAPH_KEY))
+    graph = object_graph.read_graph(reader)
+    if graph is None:
+      raise ValueError("no object graph")
   except (tf.errors.OpError, ValueError, KeyError) as e:
     raise CheckpointError(f"{prefix}: cannot read the SavedModel's variables: "
                           f"{str(e).strip().splitlines()[0]}") from e
@@ -119,7 +120,7 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   do_lower_case = heads = None
   values: Dict[str, np.ndarray] = {}
   for key in keys:
-    if key == model_garden.object_graph.GRAPH_KEY:
+    if key == object_graph.GRAPH_KEY:
       continue
     if key == DO_LOWER_CASE_KEY:
       do_lower_case = bool(reader.get_tensor(key))
