@@ -12,7 +12,8 @@ the op types the graph's functions use (`Erf`: exact GELU; `Pow`, the cube in
 the tanh form: GELU as Model Garden names it; else `Relu`).
 
 Names, layer i (functional `BertEncoder`; `EncoderScaffold` numbers blocks
-`transformer/`, `transformer_1/`, ... and calls the pooler `cls_transform`):
+`transformer/`, `transformer_1/`, ... and calls the pooler `cls_transform`;
+the 2020 TF Hub releases say `bert_model/encoder/layer_i/...`):
   word_embeddings/embeddings, position_embedding/embeddings,
   type_embeddings/embeddings, embeddings/layer_norm/{gamma,beta},
   embedding_projection/{kernel,bias} (factorised),
@@ -63,7 +64,8 @@ _BLOCK = {
     "output_layer_norm": "output/LayerNorm",
 }
 _BLOCK_NAME = re.compile(
-    r"(?:.+/)?transformer(?:/layer_(?P<layer>\d+)|_(?P<scaffold>\d+))?/(?P<sub>" +
+    r"(?:.+/)?(?:(?:transformer|encoder)/layer_(?P<layer>\d+)|"
+    r"transformer(?:_(?P<scaffold>\d+))?)/(?P<sub>" +
     "|".join(re.escape(k) for k in sorted(_BLOCK, key=len, reverse=True)) +
     r")/(?P<leaf>kernel|bias|gamma|beta)")
 _MLM_NAME = re.compile(r"(?:.+/)?cls/predictions/(?P<sub>output_bias/bias|"

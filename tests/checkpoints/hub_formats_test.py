@@ -217,3 +217,23 @@ def test_our_encoder_export_reads_back(tmp_path, embedding_size):
   np.testing.assert_array_equal(
       back.masked_lm(got["sequence_output"], positions),
       masked_lm(want["sequence_output"], positions))
+
+
+@pytest.mark.parametrize("name,tf1_name", [
+    ("transformer/layer_3/self_attention/query/kernel",
+     "bert/encoder/layer_3/attention/self/query/kernel"),
+    # The 2020 TF Hub releases (bert_en_uncased_L-12_H-768_A-12/1).
+    ("bert_model/encoder/layer_0/self_attention/key/bias",
+     "bert/encoder/layer_0/attention/self/key/bias"),
+    ("bert_model/pooler_transform/kernel", "bert/pooler/dense/kernel"),
+    # EncoderScaffold: blocks transformer, transformer_1, ...
+    ("transformer/output_layer_norm/gamma", "bert/encoder/layer_0/output/LayerNorm/gamma"),
+    ("transformer_2/intermediate/bias", "bert/encoder/layer_2/intermediate/dense/bias"),
+    ("bert_encoder_v2/word_embeddings/embeddings", "bert/embeddings/word_embeddings"),
+    ("bert/cls/predictions/output_bias/bias", "cls/predictions/output_bias"),
+    ("bert/cls/predictions/transform/LayerNorm/beta",
+     "cls/predictions/transform/LayerNorm/beta"),
+    ("some_other/variable", None)])
+def test_tfhub_variable_names(name, tf1_name):
+  from bert.checkpoints import tfhub
+  assert tfhub._tf1_name(name) == tf1_name  # pylint: disable=protected-access
