@@ -29,25 +29,15 @@ checkpoint in --model_dir. The final gin config is written there as
 operative_config.gin.
 """
 
-import contextlib
 import os
 
-from absl import app
 from absl import flags
-from absl import logging
 
 from bert.scripts import _cli
+from bert.scripts import _gin_config
 
 FLAGS = flags.FLAGS
-flags.DEFINE_multi_string("gin_file", [], "Gin config file(s): paths or "
-                          "names of bundled configs.")
-flags.DEFINE_multi_string("gin_param", [], "Gin bindings, e.g. "
-                          "'RuntimeConfig.train_steps=100'.")
-flags.DEFINE_string("task", None, "A bundled config by name (NAME.gin), "
-                    "e.g. glue_mrpc; combined with any --gin_file.")
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint folder to start "
-                    "from (any format bert.checkpoints.load reads).")
-flags.DEFINE_string("data_dir", None, "The task's data folder.")
+_gin_config.define_task_flags()
 flags.DEFINE_enum("mode", "train", ["train", "eval", "train_and_eval", "predict"],
                   "What to run.")
 flags.DEFINE_string("model_dir", None, "Checkpoints, summaries, config.")
@@ -66,81 +56,25 @@ flags.DEFINE_integer("train_steps", None,
 flags.mark_flags_as_required(["model_dir"])
 
 
-def _bindings():
+def _overrides():
   overrides = dict(strategy=FLAGS.strategy, tpu=FLAGS.tpu,
                    mixed_precision=FLAGS.mixed_precision,
                    jit_compile=FLAGS.jit_compile, train_steps=FLAGS.train_steps)
-  macros = dict(INIT_CHECKPOINT=FLAGS.init_checkpoint, DATA_DIR=FLAGS.data_dir)
-  return ([f"{k} = {v!r}" for k, v in macros.items() if v is not None]
-          + list(FLAGS.gin_param)
-          + [f"RuntimeConfig.{k} = {v!r}"
-             for k, v in overrides.items() if v is not None])
-
-
-@contextlib.contextmanager
-def _gin_logs_off():
-  """gin logs an ERROR ("Path not found") for each search path an `include`
-  is not found on before the one it is; what really fails, it raises."""
-  level = logging.get_verbosity()
-  logging.set_verbosity(logging.FATAL)
-  try:
-    yield
-  finally:
-    logging.set_verbosity(level)
+  return [f"RuntimeConfig.{k} = {v!r}" for k, v in overrides.items()
+          if v is not None]
 
 
 def main(argv):
   del argv
   import gin  # pylint: disable=g-import-not-at-top
-  from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
-  from bert import configs  # pylint: disable=g-import-not-at-top
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
-  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
 
-  gin.add_config_file_search_path(os.path.dirname(configs.__file__))
-  files = []
-  bundled = os.path.dirname(configs.__file__)
-  if FLAGS.task:
-    f = os.path.join(bundled, f"{FLAGS.task}.gin")
-    if not os.path.exists(f):
-      names = sorted(n[:-4] for n in os.listdir(bundled) if n.endswith(".gin"))
-      raise app.UsageError(f"--task={FLAGS.task}: no bundled config of that "
-                           f"name; known: {', '.join(names)}")
-    files.append(f)
-  for f in FLAGS.gin_file:
-    if not os.path.exists(f) and os.path.exists(os.path.join(bundled, f)):
-      f = os.path.join(bundled, f)
-    if not os.path.exists(f):
-      raise FileNotFoundError(f"--gin_file={f}: no such file (and no bundled "
-                              f"config of that name)")
-    files.append(f)
-  if not files:
-    raise app.UsageError("give --task or --gin_file")
-  # Parsed one source at a time, so that any failure (syntax, an unknown
-  # name, an import in a gin file) is named with its source even when gin
-  # gives no line.
-  for source, parse in [(f, lambda f=f: gin.parse_config_file(f))
-                        for f in files] + [
-                            ("--gin_param", lambda: gin.parse_config(_bindings())),
-                            ("gin config", gin.finalize)]:
-    try:
-      with _gin_logs_off():
-        parse()
-    except Exception as e:  # pylint: disable=broad-except
-      line = gin_error_line(e)
-      raise ConfigError(line if source in line else f"{source}: {line}"
-                        ) from None
+  _gin_config.parse(_overrides())
   runtime = runner.RuntimeConfig()
   # The strategy first: a multi-worker one must start before TensorFlow's
   # runtime, which building the task (a checkpoint, tokenized data) starts.
   strategy = runner.setup(runtime)
-  try:
-    task = runner.build_task()
-  except RuntimeError as e:
-    if "Required bindings" not in str(e):
-      raise
-    raise ConfigError(f"gin config: {gin_error_line(e)} (set "
-                      "build_task.task_class, or use --task)") from None
+  task = _gin_config.build_task()
   _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
                                      runtime, runner.OptimizerConfig(),
                                      strategy=strategy)

@@ -87,6 +87,10 @@ CASES = [
     (FinetuningInputs, {}, "group_by_length", "no"),
     (FinetuningInputs, {}, "pack", 1),
     (FinetuningInputs, {}, "length_buckets", 16),
+    (FinetuningInputs, {}, "shuffle_buffer", 0),
+    (FinetuningInputs, {}, "lanes", 0),
+    (FinetuningInputs, {}, "lanes", 3),          # does not divide the batch (32)
+    (FinetuningInputs, {}, "records", 7),
     (ScheduleConfig, {}, "num_train_epochs", 0),
     (HeadConfig, {}, "dropout_rate", 1.0),
     (ClassificationData, dict(glue_task="mrpc"), "max_train_examples", -1),

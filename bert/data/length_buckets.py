@@ -88,18 +88,21 @@ def steps_per_epoch(num_rows: int, batch_size: int) -> int:
 def training_batches(rows: tf.data.Dataset, num_rows: int, batch_size: int,
                      buckets: Sequence[int], shuffle: bool = True,
                      seed: Optional[int] = SHUFFLE_SEED,
-                     group_by_length: bool = True) -> tf.data.Dataset:
+                     group_by_length: bool = True,
+                     shuffle_buffer: Optional[int] = None) -> tf.data.Dataset:
   """The endless stream of training batches over a split's `rows` (dicts
-  with an `input_mask`): shuffled (seeded, anew each pass) and repeated,
-  then `batch_size` rows of one length bucket per batch (with
-  `group_by_length` and more than one bucket). Every batch is full; cut it
-  with `bucket_cutter`.
+  with an `input_mask`): shuffled (seeded, anew each pass; `shuffle_buffer`
+  rows at a time, all `num_rows` when None or more) and repeated, then
+  `batch_size` rows of one length bucket per batch (with `group_by_length`
+  and more than one bucket). Every batch is full; cut it with
+  `bucket_cutter`.
 
   `bert-train` and `fit` on raw inputs both draw their batches from this
   stream, so the same seeds give them the same batches in the same order.
   """
   if shuffle:
-    rows = rows.shuffle(num_rows, seed=seed, reshuffle_each_iteration=True)
+    buffer = num_rows if shuffle_buffer is None else min(num_rows, shuffle_buffer)
+    rows = rows.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
   rows = rows.repeat()
   if not group_by_length or len(buckets) == 1:
     return rows.batch(batch_size, drop_remainder=True)

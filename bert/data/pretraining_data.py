@@ -38,7 +38,10 @@ class PretrainingDataConfig:
   random_seed: int = 12345
   do_whole_word_mask: bool = False
   do_lower_case: bool = True
-  shuffle_buffer: int = 100_000
+  # Instances are written through a shuffle buffer of this many records
+  # (about 1 KB each at seq 128): bounded memory, whatever the corpus size.
+  # Readers shuffle again (`PretrainingInputs.shuffle_buffer`, also 10,000).
+  shuffle_buffer: int = 10_000
   # Input is read in blocks of whole documents of about this many sentences;
   # a block's instances (its dupe_factor passes) are made together and their
   # random next sentences come from the same block. Memory is bounded by one

@@ -167,6 +167,48 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
   return {k: np.asarray(v, np.int32) for k, v in rows.items()}, meta
 
 
+# The windows' post-processing data as arrays (what TFRecords store):
+# example index and real length per window; per position, the character
+# span in the context (-1 outside it) and the max-context flag.
+META_FEATURES = ("window_example", "window_length", "window_char_start",
+                 "window_char_end", "window_max_context")
+
+
+def meta_arrays(meta: Sequence[dict], seq_length: int,
+                first_example: int = 0) -> Dict[str, np.ndarray]:
+  """`encode_examples`' meta as arrays (example indices offset by
+  `first_example`); `meta_from_arrays` gives it back."""
+  n = len(meta)
+  start = np.full((n, seq_length), -1, np.int32)
+  end = np.full((n, seq_length), -1, np.int32)
+  best = np.zeros((n, seq_length), np.int32)
+  for i, m in enumerate(meta):
+    for position, (a, b) in m["char_spans"].items():
+      start[i, position], end[i, position] = a, b
+      best[i, position] = int(m["max_context"][position])
+  return dict(
+      window_example=np.array([m["example"] + first_example for m in meta],
+                              np.int32),
+      window_length=np.array([m["row_length"] for m in meta], np.int32),
+      window_char_start=start, window_char_end=end, window_max_context=best)
+
+
+def meta_from_arrays(arrays: Dict[str, np.ndarray]) -> List[dict]:
+  """The meta list of `encode_examples` from `meta_arrays`' arrays."""
+  meta = []
+  for i in range(len(arrays["window_example"])):
+    positions = np.nonzero(arrays["window_char_start"][i] >= 0)[0]
+    meta.append(dict(
+        example=int(arrays["window_example"][i]),
+        row_length=int(arrays["window_length"][i]),
+        char_spans={int(p): (int(arrays["window_char_start"][i, p]),
+                             int(arrays["window_char_end"][i, p]))
+                    for p in positions},
+        max_context={int(p): bool(arrays["window_max_context"][i, p])
+                     for p in positions}))
+  return meta
+
+
 def _is_max_context(spans, span_index, position):
   """Whether window `span_index` gives piece `position` the most context
   (min of left and right context, + 0.01 * window length; as the reference)."""

@@ -96,7 +96,21 @@ class ClassificationTask(FinetuningTask):
     return examples
 
   def encode(self, split):
+    return self.encode_examples(self.read_examples(split), split)
+
+  def encode_chunks(self, split, chunk_rows):
+    """`encode(split)` in chunks of `chunk_rows` rows (one per example)."""
     examples = self.read_examples(split)
+    for start in range(0, len(examples), chunk_rows):
+      yield self.encode_examples(examples[start:start + chunk_rows], split)
+
+  def records_task_name(self):
+    what = (f"glue_task={self.data.glue_task}" if self.layout is not None
+            else "regression" if self.regression
+            else "labels=" + ",".join(self.labels))
+    return f"ClassificationTask({what})"
+
+  def encode_examples(self, examples, split):
     pairs = examples[0].text_b is not None
     out = self.tokenizer.encode([e.text_a for e in examples],
                                 [e.text_b for e in examples] if pairs else None,

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from bert.data import length_buckets as lb
+from bert.data.finetuning_records import FinetuningRecords
 from bert.data.tokenization import Tokenizer
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
@@ -83,9 +84,20 @@ class FinetuningTask(Task):
     self.vocab_file = encoder.vocab_file
     self.tokenizer = Tokenizer(encoder.vocab_file,
                                lower_case=encoder.do_lower_case)
+    records = None
+    if self.inputs.records is not None:
+      records = FinetuningRecords(self.inputs.records)
+      records.check(name, self.records_task_name(), encoder.vocab_file,
+                    encoder.do_lower_case, self.seq_length)
     self.pipeline = EncodedInputs(self.encode, self.inputs, self.seq_length,
                                   self.length_buckets, self.pack_pad_values,
-                                  name)
+                                  name, records=records)
+
+  def records_task_name(self) -> str:
+    """What `bert-create-finetuning-data` records as the writer of this
+    task's rows, and what reading them back requires: the task class and
+    what decides its encoding (the data layout)."""
+    return type(self).__name__
 
   @property
   def global_batch_size(self) -> int:
@@ -112,18 +124,22 @@ class FinetuningTask(Task):
 
   def row_origins(self, split: str) -> List[str]:
     """For each encoded row of `split`, where in its file it comes from."""
-    return [f"row {i}" for i in range(len(self.features(split)["input_word_ids"]))]
+    return [f"row {i}" for i in range(self.pipeline.num_rows(split))]
 
   def describe_batch(self, features) -> str:
-    """The training examples of a batch, by file and line (or id)."""
-    origins = self.row_origins("train")
+    """The training examples of a batch, by file and line (or id); from
+    TFRecords, by row of the records' train split."""
     rows = np.asarray(features["example_row"])
     if "packed_example_mask" in features:   # [rows, k]: the filled slots
       rows = rows[np.asarray(features["packed_example_mask"]) > 0]
     rows = [int(r) for r in rows.reshape(-1)]
-    shown = ", ".join(origins[r] for r in rows[:10])
+    if self.pipeline.records is not None:
+      origins, source = None, f"{self.pipeline.records.folder} (train split)"
+    else:
+      origins, source = self.row_origins("train"), self.source_file("train")
+    shown = ", ".join(origins[r] if origins else f"row {r}" for r in rows[:10])
     more = f" and {len(rows) - 10} more" if len(rows) > 10 else ""
-    return f"{self.source_file('train')}: {shown}{more}"
+    return f"{source}: {shown}{more}"
 
   def preprocessor(self):
     """The `preprocessor` of this task's model on the Keras path (raw inputs
@@ -144,8 +160,8 @@ class FinetuningTask(Task):
   def model_outputs(self, model, split: str) -> Dict[str, np.ndarray]:
     """The model's outputs on a whole split (in row order), with
     `sequence_outputs` at full `seq_length`."""
-    return self.pipeline.outputs(model, self.model_inputs(self.features(split)),
-                                 self.sequence_outputs)
+    return self.pipeline.split_outputs(model, split, self.model_inputs,
+                                       self.sequence_outputs)
 
   def logits(self, model, split: str) -> np.ndarray:
     return self.model_outputs(model, split)["logits"]

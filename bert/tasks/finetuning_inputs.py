@@ -13,14 +13,16 @@ With `pack`, training batches and predictions are packed rows instead
 
 import logging
 import math
-from typing import Callable, Dict, Mapping, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bert.data import length_buckets as lb
 from bert.data import packing
+from bert.data.finetuning_records import FinetuningRecords
 from bert.tasks.configs import FinetuningInputs
+from bert.validation import ConfigError
 
 Arrays = Dict[str, np.ndarray]
 
@@ -38,30 +40,51 @@ class EncodedInputs:
     pack_pad_values: fill values of per-token features between packed
       examples.
     owner: names the task in log lines.
+    records: the splits as TFRecords (`bert.data.finetuning_records`),
+      streamed instead of `encode`d; the same rows in the same order.
   """
 
   def __init__(self, encode: Callable[[str], Arrays], inputs: FinetuningInputs,
                seq_length: int, length_buckets: Sequence[int],
-               pack_pad_values: Mapping[str, int], owner: str):
+               pack_pad_values: Mapping[str, int], owner: str,
+               records: Optional[FinetuningRecords] = None):
     self._encode = encode
     self.inputs = inputs
     self.seq_length = seq_length
     self.length_buckets = tuple(length_buckets)
     self._pack_pad_values = dict(pack_pad_values)
     self._owner = owner
+    self.records = records
     self._cache: Dict[str, Arrays] = {}
 
   def features(self, split: str) -> Arrays:
-    """`encode(split)`, computed once."""
+    """`encode(split)` (or the split's records, read into memory), computed
+    once."""
     if split not in self._cache:
-      self._cache[split] = self._encode(split)
+      self._cache[split] = (self.records.read_arrays(split) if self.records
+                            else self._encode(split))
     return self._cache[split]
+
+  def num_rows(self, split: str) -> int:
+    if self.records is not None:
+      return self.records.num_rows(split)
+    return len(self.features(split)["input_word_ids"])
 
   def num_train_steps(self, num_train_epochs: float) -> int:
     # Whole epochs run the steps of as many `fit` epochs.
-    n = len(self.features("train")["input_word_ids"])
     return max(1, math.ceil(num_train_epochs * lb.steps_per_epoch(
-        n, self.inputs.global_batch_size)))
+        self.num_rows("train"), self.inputs.global_batch_size)))
+
+  def _lane(self, split: str, lane: int, lanes: int) -> tf.data.Dataset:
+    """Rows lane, lane + lanes, ... of `split` in row order (dicts with
+    their `example_row`)."""
+    if self.records is not None:
+      return self.records.lane(split, lane, lanes)
+    data = self.features(split)
+    rows = np.arange(lane, len(data["input_word_ids"]), lanes, dtype=np.int32)
+    if lanes > 1:
+      data = {k: v[rows] for k, v in data.items()}
+    return tf.data.Dataset.from_tensor_slices(dict(data, example_row=rows))
 
   def dataset(self, input_context, training: bool,
               start_step: int = 0) -> tf.data.Dataset:
@@ -69,38 +92,127 @@ class EncodedInputs:
     by length bucket, starting at the batch of `start_step`; evaluation: one
     pass in length order (`example_row` gives each row's index). Every batch
     is cut to its length bucket (or packed, with `pack`)."""
-    data = self.features("train" if training else "eval")
-    inputs = self.inputs
-    if training:
-      rows = np.arange(len(data["input_word_ids"]), dtype=np.int32)
-      if not (input_context and input_context.input_pipeline_id):
-        logging.info("%s training data: %s", self._owner,
-                     self.packing_summary(data) if inputs.pack
-                     else lb.bucket_summary(data, self.length_buckets))
-    else:   # in length order, as `outputs` runs predictions
-      rows = lb.length_order(data).astype(np.int32)
-      data = {k: v[rows] for k, v in data.items()}
-    ds = tf.data.Dataset.from_tensor_slices(dict(data, example_row=rows))
-    pipelines = input_context.num_input_pipelines if input_context else 1
-    if pipelines > 1:
-      ds = ds.shard(pipelines, input_context.input_pipeline_id)
-    cut = self.batch_cutter(data)
     if not training:
-      return ds.batch(inputs.eval_batch_size).map(cut).prefetch(tf.data.AUTOTUNE)
+      return self._eval_dataset(input_context)
+    inputs = self.inputs
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline = input_context.input_pipeline_id if input_context else 0
+    lanes = inputs.lanes or pipelines
+    if lanes % pipelines:
+      raise ConfigError(f"{self._owner}: FinetuningInputs.lanes={lanes} cannot "
+                        f"be shared by {pipelines} input pipelines (workers); "
+                        "use a multiple of them")
+    if inputs.global_batch_size % lanes:
+      raise ConfigError(f"{self._owner}: FinetuningInputs.global_batch_size="
+                        f"{inputs.global_batch_size} is not a multiple of "
+                        f"{lanes} input lanes")
+    if not pipeline:
+      logging.info("%s training data: %s", self._owner, self.train_summary())
+    total = self.num_rows("train")
+    if total < lanes:
+      raise ConfigError(f"{self._owner}: {total} training rows cannot fill "
+                        f"{lanes} input lanes")
+    lane_batch = inputs.global_batch_size // lanes
+    mine = range(pipeline * lanes // pipelines,
+                 (pipeline + 1) * lanes // pipelines)
+    streams = [lb.training_batches(
+        self._lane("train", j, lanes), len(range(j, total, lanes)),
+        lane_batch, self.length_buckets, seed=inputs.seed + j,
+        group_by_length=inputs.group_by_length and not inputs.pack,
+        shuffle_buffer=inputs.shuffle_buffer) for j in mine]
+    # One element per step: this pipeline's rows of the global batch, the
+    # lanes' rows in lane order (rows are at full seq_length until cut).
+    ds = streams[0] if len(streams) == 1 else tf.data.Dataset.zip(
+        tuple(streams)).map(lambda *parts: {
+            k: tf.concat([p[k] for p in parts], 0) for k in parts[0]})
+    ds = ds.skip(start_step)
+    # Each replica of this pipeline takes its slice of the step's rows.
     batch = (input_context.get_per_replica_batch_size(inputs.global_batch_size)
              if input_context else inputs.global_batch_size)
-    # Packed batches are packed from whole batches of rows of any length.
-    ds = lb.training_batches(
-        ds, len(data["input_word_ids"]), batch, self.length_buckets,
-        seed=inputs.seed, group_by_length=inputs.group_by_length and not inputs.pack)
-    # Each step takes one batch per replica; this pipeline feeds
-    # replicas / pipelines of them.
-    ds = ds.skip(start_step * (inputs.global_batch_size // batch) // pipelines)
+    if batch < inputs.global_batch_size // pipelines:
+      ds = ds.flat_map(lambda b: tf.data.Dataset.from_tensor_slices(b).batch(batch))
     if inputs.pack:
+      # Packed batches are packed from whole batches of rows of any length.
       return ds.map(packing.batch_packer(
           ds.element_spec, self.seq_length, inputs.max_per_row,
           self._pack_pad_values)).prefetch(tf.data.AUTOTUNE)
-    return ds.map(cut).prefetch(tf.data.AUTOTUNE)
+    return ds.map(self._cutter("train")).prefetch(tf.data.AUTOTUNE)
+
+  def _eval_dataset(self, input_context) -> tf.data.Dataset:
+    """One pass over the eval split, in batches of eval_batch_size cut to
+    their bucket: in length order from memory; from TFRecords, in the
+    stream's order, batched by length bucket (bounded memory)."""
+    inputs = self.inputs
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    if self.records is None:
+      data = self.features("eval")
+      rows = lb.length_order(data).astype(np.int32)
+      ds = tf.data.Dataset.from_tensor_slices(
+          dict({k: v[rows] for k, v in data.items()}, example_row=rows))
+      if pipelines > 1:
+        ds = ds.shard(pipelines, input_context.input_pipeline_id)
+      ds = ds.batch(inputs.eval_batch_size)
+    else:
+      ds = self.records.lane("eval")
+      if pipelines > 1:
+        ds = ds.shard(pipelines, input_context.input_pipeline_id)
+      ds = self._by_bucket(ds, inputs.eval_batch_size)
+    return ds.map(self._cutter("eval")).prefetch(tf.data.AUTOTUNE)
+
+  def _by_bucket(self, rows: tf.data.Dataset, batch_size: int) -> tf.data.Dataset:
+    """Batches of up to `batch_size` rows of one length bucket, in stream
+    order (the last, partial batch of each bucket at the end)."""
+    if len(self.length_buckets) == 1:
+      return rows.batch(batch_size)
+    return rows.group_by_window(
+        key_func=lb.bucket_key(self.length_buckets),
+        reduce_func=lambda _, window: window.batch(batch_size),
+        window_size=batch_size)
+
+  def train_summary(self) -> str:
+    """Rows per length bucket (or packing) of the training split, for the
+    log; from TFRecords, the row count."""
+    if self.records is not None:
+      return (f"{self.num_rows('train')} rows streamed from "
+              f"{self.records.folder}")
+    data = self.features("train")
+    return (self.packing_summary(data) if self.inputs.pack
+            else lb.bucket_summary(data, self.length_buckets))
+
+  def _cutter(self, split: str):
+    if self.records is not None:
+      names = self.records.feature_names(split)
+      spec = self.records.manifest["splits"][split]["features"]
+      keys = [k for k in names if spec[k]["shape"]
+              and spec[k]["shape"][-1] == self.seq_length]
+      return lb.bucket_cutter(keys, self.length_buckets)
+    return self.batch_cutter(self.features(split))
+
+  def split_outputs(self, model, split: str, select: Callable[[Arrays], Arrays],
+                    sequence_outputs: Sequence[str]) -> Arrays:
+    """`model`'s outputs on the rows of `split` (`select` picks the model
+    inputs of a batch of features), in row order, with `sequence_outputs`
+    at full seq_length: from memory, `outputs`; from TFRecords, streamed
+    in length-bucket batches."""
+    if self.records is None:
+      return self.outputs(model, select(self.features(split)), sequence_outputs)
+    call = tf.function(lambda batch: model(batch, training=False),
+                       reduce_retracing=True)
+    n = self.records.num_rows(split)
+    result: Dict[str, np.ndarray] = {}
+    ds = self._by_bucket(self.records.lane(split), self.inputs.eval_batch_size)
+    for batch in ds.map(self._cutter(split)).prefetch(tf.data.AUTOTUNE):
+      rows = batch["example_row"].numpy()
+      for k, v in call(select(batch)).items():
+        v = np.asarray(v)
+        if k in sequence_outputs:
+          pad = [(0, 0)] * v.ndim
+          pad[1] = (0, self.seq_length - v.shape[1])
+          v = np.pad(v, pad, constant_values=-1e4)
+        if k not in result:
+          result[k] = np.zeros((n,) + v.shape[1:], v.dtype)
+        result[k][rows] = v
+    return result
 
   def sequence_features(self, data: Arrays) -> Sequence[str]:
     """The features whose last axis is the padded sequence axis."""

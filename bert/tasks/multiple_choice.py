@@ -55,6 +55,9 @@ class MultipleChoiceTask(FinetuningTask):
   def row_origins(self, split):
     return [e.guid for e in self.examples(split)]
 
+  def records_task_name(self):
+    return f"MultipleChoiceTask(num_choices={self.num_choices})"
+
   def encode(self, split):
     examples = self.examples(split)
     c = self.num_choices

@@ -101,9 +101,48 @@ class QuestionAnsweringTask(FinetuningTask):
                            self.source_file("eval"), max_drop)
 
   def row_origins(self, split):
-    self.features(split)
     examples = self.examples(split)
-    return [f"question {examples[m['example']].qas_id}" for m in self._meta[split]]
+    return [f"question {examples[m['example']].qas_id}" for m in self.meta(split)]
+
+  # Written to records beside the model inputs, read back for the answers.
+  records_side_features = squad_examples.META_FEATURES
+
+  def records_task_name(self):
+    d = self.data
+    seed = self.inputs.seed if d.split_seed is None else d.split_seed
+    articles = ("all" if self.files["train"] != self.files["eval"]
+                else f"train_fraction={d.train_fraction},seed={seed}")
+    return (f"QuestionAnsweringTask(version_2={d.version_2}, doc_stride="
+            f"{d.doc_stride}, max_query_length={d.max_query_length}, "
+            f"articles={articles})")
+
+  def encode_chunks(self, split, chunk_rows):
+    """`encode(split)` and the windows' post-processing data
+    (`squad_examples.META_FEATURES`), about `chunk_rows` questions at a
+    time."""
+    examples = self.examples(split)
+    windows = 0
+    for start in range(0, len(examples), chunk_rows):
+      arrays, meta = squad_examples.encode_examples(
+          examples[start:start + chunk_rows], self.tokenizer, self.seq_length,
+          self.data.doc_stride, self.data.max_query_length,
+          training=split != "predict")
+      arrays["feature_id"] = arrays["feature_id"] + windows
+      windows += len(meta)
+      yield dict(arrays, **squad_examples.meta_arrays(meta, self.seq_length,
+                                                      first_example=start))
+
+  def meta(self, split):
+    """Per window: its question, length, character spans and max-context
+    flags (from the encoding, or read back from records)."""
+    if split not in self._meta:
+      records = self.pipeline.records
+      if records is not None:
+        self._meta[split] = squad_examples.meta_from_arrays(
+            records.read_arrays(split, self.records_side_features))
+      else:
+        self.features(split)
+    return self._meta[split]
 
   def encode(self, split):
     arrays, meta = squad_examples.encode_examples(
@@ -143,7 +182,7 @@ class QuestionAnsweringTask(FinetuningTask):
 
   def _answers(self, split, feature_id, start_logits, end_logits):
     order = np.argsort(feature_id)
-    meta = self._meta[split]
+    meta = self.meta(split)
     if len(order) != len(meta):
       raise AssertionError(f"{len(order)} evaluated windows, {len(meta)} encoded")
     return squad_eval.postprocess(

@@ -94,6 +94,10 @@ class TokenClassificationTask(FinetuningTask):
     sentences = self.sentences(split)
     return [f"line {sentences[i].line}" for i in self.features(split)["sentence_id"]]
 
+  def records_task_name(self):
+    # The label ids of the rows depend on the label list.
+    return f"TokenClassificationTask(labels={','.join(self.labels)})"
+
   def encode(self, split):
     sentences = self.sentences(split)
     return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
@@ -124,7 +128,7 @@ class TokenClassificationTask(FinetuningTask):
     # Evaluation runs in length order; back to row order.
     predicted = np.empty_like(collected["predicted"])
     predicted[collected["example_row"]] = collected["predicted"]
-    if len(predicted) != len(self.features("eval")["input_word_ids"]):
+    if len(predicted) != self.pipeline.num_rows("eval"):
       raise ConfigError("TokenClassificationTask: entity F1 needs the whole "
                         "eval file; set RuntimeConfig.eval_steps=-1")
     predicted = ner_data.word_predictions(sentences, self.features("eval"),

@@ -147,7 +147,7 @@ def test_encoder_from_pretrained_carries_its_preprocessor():
 
 
 def test_classifier_on_raw_mrpc_pairs(tmp_path):
-  a, b, y = mrpc(32)
+  a, b, y = mrpc(16)
   tf_keras.utils.set_random_seed(1)
   model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2)
   assert_minilm_golden(model.encoder)
@@ -247,11 +247,11 @@ def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
 
 
 def test_multiple_choice_on_raw_contexts_and_endings(tmp_path):
-  a, b, _ = mrpc(24)
+  a, b, _ = mrpc(12)
   # The right ending is the sentence's own pair; three others are not.
-  endings = [[b[i], b[(i + 5) % 24], b[(i + 11) % 24], b[(i + 17) % 24]]
-             for i in range(24)]
-  y = np.zeros(24, np.int32)
+  endings = [[b[i], b[(i + 3) % 12], b[(i + 6) % 12], b[(i + 9) % 12]]
+             for i in range(12)]
+  y = np.zeros(12, np.int32)
   tf_keras.utils.set_random_seed(4)
   model = BertMultipleChoice.from_pretrained(minilm_dir(), seq_length=96)
   assert_minilm_golden(model.encoder)

@@ -118,6 +118,20 @@ class FinetuningInputs:
       and computes the same loss, on fewer positions.
     max_per_row: the most examples in one packed row.
     seed: the training shuffle (and SQuAD's article split).
+    records: a folder of `bert-create-finetuning-data`: the splits are
+      streamed from its TFRecords instead of encoded from the task's files
+      into memory (same rows, same batches; memory bounded by
+      `shuffle_buffer`). None: encoded in memory.
+    shuffle_buffer: rows shuffled at a time in each input lane (all of them
+      when the lane has fewer): one semantic for both sources, so memory and
+      TFRecords give the same batches.
+    lanes: the training stream is `lanes` interleaved streams, lane j over
+      rows j, j + lanes, ... (each shuffled with seed + j), every step taking
+      global_batch_size / lanes rows from each. The order depends on lanes,
+      never on the number of workers: a run with lanes=L gives the same
+      global batches on 1 worker or on any number that divides L (each
+      reads only its lanes' TFRecord files). None: one lane per input
+      pipeline.
   """
   seq_length: Optional[int] = None
   global_batch_size: int = 32
@@ -127,6 +141,9 @@ class FinetuningInputs:
   pack: bool = False
   max_per_row: int = 8
   seed: int = 42
+  records: Optional[str] = None
+  shuffle_buffer: int = 100_000
+  lanes: Optional[int] = None
 
   def __post_init__(self):
     owner = type(self).__name__
@@ -138,6 +155,14 @@ class FinetuningInputs:
     for name in ("global_batch_size", "eval_batch_size", "max_per_row"):
       check_int(owner, name, getattr(self, name), minimum=1)
     check_int(owner, "seed", self.seed, minimum=0)
+    check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
+    lanes = check_int(owner, "lanes", self.lanes, minimum=1, optional=True)
+    if lanes is not None and self.global_batch_size % lanes:
+      raise ConfigError(f"{owner}.lanes={lanes} does not divide "
+                        f"global_batch_size={self.global_batch_size}")
+    if self.records is not None and not isinstance(self.records, str):
+      raise ConfigError(f"{owner}.records must be a folder path, got "
+                        f"{self.records!r}")
     check_bool(owner, "group_by_length", self.group_by_length)
     check_bool(owner, "pack", self.pack)
     if self.length_buckets is not None:   # checked against seq_length by the task

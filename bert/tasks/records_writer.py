@@ -1,0 +1,91 @@
+"""A fine-tuning task's splits, encoded once into TFRecords
+(`bert-create-finetuning-data`; the format: `bert.data.finetuning_records`).
+
+The rows are those the task encodes in memory, in the same order, so a run
+with `FinetuningInputs.records` set to the folder trains on the same batches
+(and evaluates the same rows) as one that encodes the task's files itself.
+"""
+
+import os
+import time
+from typing import Dict, Iterator, Sequence
+
+import numpy as np
+
+from bert.data import _io
+from bert.data import finetuning_records as fr
+from bert.data.errors import DataError
+from bert.tasks.finetuning import FinetuningTask
+from bert.validation import check_int
+
+SPLITS = ("train", "eval", "predict")
+
+
+def _replaceable(overwrite: bool):
+  def ok(path):
+    if not os.path.isdir(path):
+      return False
+    if not os.listdir(path):
+      return True
+    return overwrite and fr.is_records_folder(path)
+  return ok
+
+
+def encoded_chunks(task: FinetuningTask, split: str,
+                   chunk_rows: int) -> Iterator[Dict[str, np.ndarray]]:
+  """The rows of `task.encode(split)` in chunks of at most `chunk_rows`
+  (tasks that encode in chunks yield them as they go)."""
+  chunks = getattr(task, "encode_chunks", None)
+  if chunks is not None:
+    yield from chunks(split, chunk_rows)
+    return
+  data = task.encode(split)
+  n = len(data["input_word_ids"])
+  for start in range(0, n, chunk_rows):
+    yield {k: v[start:start + chunk_rows] for k, v in data.items()}
+
+
+def create_finetuning_records(task: FinetuningTask, output_dir: str,
+                              splits: Sequence[str] = ("train", "eval"),
+                              num_shards: int = 1, overwrite: bool = False,
+                              chunk_rows: int = 10_000, log=print) -> dict:
+  """Encodes `splits` of `task` into `num_shards` TFRecord files each in
+  `output_dir`, with the manifest; returns the manifest's split entries.
+
+  `output_dir` appears complete or not at all. A folder that exists is
+  refused unless it is empty, or holds records written here and
+  `overwrite` is set.
+  """
+  owner = "create_finetuning_records"
+  check_int(owner, "num_shards", num_shards, minimum=1)
+  check_int(owner, "chunk_rows", chunk_rows, minimum=1)
+  unknown = [s for s in splits if s not in SPLITS]
+  if unknown or not splits or len(set(splits)) != len(splits):
+    raise ValueError(f"{owner}: splits must be distinct names among "
+                     f"{', '.join(SPLITS)}, got {list(splits)}")
+  if task.inputs.records is not None:
+    raise ValueError(f"{owner}: the task reads FinetuningInputs.records="
+                     f"{task.inputs.records}; records are written from the "
+                     "task's own files")
+  what = ("an empty folder or, with --overwrite, fine-tuning records"
+          if not overwrite else "an empty folder or fine-tuning records")
+  entries = {}
+  with _io.atomic_folder(output_dir, _replaceable(overwrite), what) as tmp:
+    for split in splits:
+      start = time.perf_counter()
+      try:
+        entries[split] = fr.write_split(
+            tmp, split, encoded_chunks(task, split, chunk_rows), num_shards,
+            side=getattr(task, "records_side_features", ()))
+      except DataError as e:
+        raise DataError(f"{split} split of {task.source_file(split) or split}:"
+                        f" {e}") from None
+      log(f"{split}: {entries[split]['rows']:,} rows in {num_shards} shard(s), "
+          f"{time.perf_counter() - start:.1f} s")
+    fr.write_manifest(tmp, entries, task=task.records_task_name(),
+                      vocab_file=task.vocab_file,
+                      do_lower_case=task.tokenizer.lower_case,
+                      seq_length=task.seq_length,
+                      extra=dict(sources={s: task.source_file(s)
+                                          for s in splits}))
+  return entries
