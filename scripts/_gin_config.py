@@ -38,18 +38,11 @@ def _gin_logs_off():
     logging.set_verbosity(level)
 
 
-def parse(extra_bindings=()):
-  """Parses the bundled --task config, the --gin_file's, the macros and
-  --gin_param, then `extra_bindings`; a failure is a ConfigError naming its
-  source."""
-  import gin  # pylint: disable=g-import-not-at-top
-  from bert import tasks  # pylint: disable=g-import-not-at-top,unused-import
+def sources(extra_bindings=()):
+  """(gin files, bindings) the flags name: the bundled --task config, the
+  --gin_file's, then the macros, --gin_param and `extra_bindings`."""
   from bert import configs  # pylint: disable=g-import-not-at-top
-  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
-  del tasks   # imported for its gin configurables
-
   bundled = os.path.dirname(configs.__file__)
-  gin.add_config_file_search_path(bundled)
   files = []
   if FLAGS.task:
     f = os.path.join(bundled, f"{FLAGS.task}.gin")
@@ -70,6 +63,18 @@ def parse(extra_bindings=()):
   macros = dict(INIT_CHECKPOINT=FLAGS.init_checkpoint, DATA_DIR=FLAGS.data_dir)
   bindings = ([f"{k} = {v!r}" for k, v in macros.items() if v is not None]
               + list(FLAGS.gin_param) + list(extra_bindings))
+  return files, bindings
+
+
+def parse_sources(files, bindings):
+  """Parses gin `files` then `bindings`; a failure is a ConfigError naming
+  its source."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from bert import tasks  # pylint: disable=g-import-not-at-top
+  from bert import configs  # pylint: disable=g-import-not-at-top
+  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
+  del tasks   # imported for its gin configurables
+  gin.add_config_file_search_path(os.path.dirname(configs.__file__))
   # Parsed one source at a time, so that any failure (syntax, an unknown
   # name, an import in a gin file) is named with its source even when gin
   # gives no line.
@@ -84,6 +89,18 @@ def parse(extra_bindings=()):
       line = gin_error_line(e)
       raise ConfigError(line if source in line else f"{source}: {line}"
                         ) from None
+
+
+def parse(extra_bindings=()):
+  """Parses the gin config the flags name (`sources`)."""
+  parse_sources(*sources(extra_bindings))
+
+
+def task_from_sources(files, bindings):
+  """The task of gin `files` and `bindings`, built in a fresh process (a
+  worker of bert-create-finetuning-data --num_processes)."""
+  parse_sources(files, bindings)
+  return build_task()
 
 
 def build_task():

@@ -1,7 +1,8 @@
 """bert-create-finetuning-data: a fine-tuning task's splits -> TFRecords.
 
   bert-create-finetuning-data --task=glue_sst2 --init_checkpoint=CKPT \\
-      --data_dir=glue/SST-2 --output_dir=data/sst2 --num_shards=8
+      --data_dir=glue/SST-2 --output_dir=data/sst2 --num_shards=8 \\
+      --num_processes=2
   bert-train --task=glue_sst2 --init_checkpoint=CKPT --model_dir=/tmp/sst2 \\
       --gin_param='FinetuningInputs.records="data/sst2"'
 
@@ -11,7 +12,8 @@ rows are encoded exactly as bert-train encodes them in memory, so training
 from the records gives the same batches. Output: per split, --num_shards
 TFRecord files (rows dealt round-robin; give a multiple of the number of
 workers or input lanes that will read them) and manifest.json (task, vocab,
-casing, seq_length, row counts, feature spec). The folder appears complete or
+casing, seq_length, row counts, feature spec). --num_processes encodes chunks
+of examples in parallel and writes the same files. The folder appears complete or
 not at all; an existing one is refused unless it is empty or, with
 --overwrite, records written here.
 """
@@ -28,6 +30,9 @@ flags.DEFINE_list("splits", ["train", "eval"], "Splits to write (train, eval, "
                   "predict).")
 flags.DEFINE_integer("num_shards", 1, "TFRecord files per split.",
                      lower_bound=1)
+flags.DEFINE_integer("num_processes", 1, "Processes that encode chunks of "
+                     "examples in parallel (the files are the same).",
+                     lower_bound=1)
 flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it holds "
                   "records written here.")
 flags.mark_flags_as_required(["output_dir"])
@@ -38,14 +43,20 @@ def main(argv):
   from bert.tasks.finetuning import FinetuningTask  # pylint: disable=g-import-not-at-top
   from bert.tasks.records_writer import create_finetuning_records  # pylint: disable=g-import-not-at-top
   from bert.validation import ConfigError  # pylint: disable=g-import-not-at-top
-  _gin_config.parse()
+  import functools  # pylint: disable=g-import-not-at-top
+  files, bindings = _gin_config.sources()
+  _gin_config.parse_sources(files, bindings)
   task = _gin_config.build_task()
   if not isinstance(task, FinetuningTask):
     raise ConfigError(f"{type(task).__name__}: not a fine-tuning task (the "
                       "pre-training data tool is bert-create-pretraining-data)")
   entries = create_finetuning_records(task, FLAGS.output_dir, FLAGS.splits,
                                       num_shards=FLAGS.num_shards,
-                                      overwrite=FLAGS.overwrite)
+                                      overwrite=FLAGS.overwrite,
+                                      num_processes=FLAGS.num_processes,
+                                      task_factory=functools.partial(
+                                          _gin_config.task_from_sources,
+                                          files, bindings))
   print(f"Wrote {FLAGS.output_dir}: " + ", ".join(
       f"{s} {e['rows']:,} rows" for s, e in entries.items()))
 

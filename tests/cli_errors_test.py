@@ -204,6 +204,11 @@ CASES = [
                                 "--input_file={corpus}", "--output_dir={out}",
                                 "--vocab_file={vocab}", "--max_seq_length=3"],
          ["max_seq_length", "got 3"]),
+    # bert-create-finetuning-data
+    Case("finetuning_data_bad_row", [
+        "bert-create-finetuning-data", "--task=glue_mrpc",
+        "--init_checkpoint={ckpt}", "--data_dir={mrpc_bad}",
+        "--output_dir={out}"], ["train.tsv:10", "column"]),
     # bert-export
     Case("export_classifier_needs_run", ["bert-export", "--kind=classifier",
                                          "--output={out}"], ["--checkpoint"]),
@@ -247,7 +252,9 @@ SLOW = {"train_bad_mode", "train_gin_param_unknown_class", "train_strategy_unkno
         "export_precision_of_an_encoder",
         "data_seq_too_short", "features_layers_not_numbers",
         "train_missing_model_dir", "train_checkpoint_bad_json",
-        "train_ner_bad_line", "convert_unknown_format"}
+        "train_ner_bad_line", "convert_unknown_format",
+        "train_learning_rate_negative", "train_batch_zero",
+        "train_stray_argument"}
 PARAMS = [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.id in SLOW
                        else []) for c in CASES]
 
@@ -268,7 +275,8 @@ def test_at_least_25_cases_over_every_command():
   commands = {c.argv[0] for c in CASES if c.id not in SLOW}
   assert len(CASES) - len(SLOW) >= 25 and SLOW <= {c.id for c in CASES}
   assert commands == {"bert-train", "bert-convert", "bert-create-pretraining-data",
-                      "bert-export", "bert-extract-features", "bert-quickstart"}
+                      "bert-create-finetuning-data", "bert-export",
+                      "bert-extract-features", "bert-quickstart"}
 
 
 @pytest.mark.parametrize("case", PARAMS)

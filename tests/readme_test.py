@@ -22,7 +22,7 @@ def python_blocks():
 
 def reader_names():
   """What the README's blocks take from the reader's own code."""
-  examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:32]
+  examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:16]
   inputs = random_inputs(2, 16, vocab_size=30522)
   vocab_file = os.path.join(minilm_dir(), "vocab.txt")
   return dict(

@@ -82,6 +82,55 @@ def _example(rows: Mapping[str, np.ndarray], i: int, spec) -> bytes:
       features=tf.train.Features(feature=feature)).SerializeToString()
 
 
+def write_part(path: str, chunk: Arrays) -> dict:
+  """Writes the rows of one chunk, in order, to one file (a part that
+  `merge_parts` deals into shards); returns its row count and spec."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = feature_spec(chunk)
+  n = len(next(iter(chunk.values())))
+  with tf.io.TFRecordWriter(path) as writer:
+    for i in range(n):
+      writer.write(_example(chunk, i, spec))
+  return dict(rows=n, features=spec)
+
+
+def merge_parts(folder: str, split: str, parts: Sequence[str], specs: Sequence[dict],
+                num_shards: int, side: Sequence[str] = (),
+                row_index: Sequence[str] = ()) -> dict:
+  """Deals the records of `parts` (in order) round-robin into the split's
+  shards, as `write_split` would have written the same rows, and deletes
+  the parts. Features named in `row_index` are set to each row's index in
+  the split (parts were encoded without knowing their offset)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if not parts:
+    raise DataError(f"{split}: no rows to write")
+  spec = specs[0]
+  for path, other in zip(parts, specs):
+    if other != spec:
+      raise ValueError(f"{split}: {path} has features {other}, the first "
+                       f"part {spec}")
+  names = shard_names(split, num_shards)
+  writers = [tf.io.TFRecordWriter(os.path.join(folder, n)) for n in names]
+  rows = 0
+  try:
+    for path in parts:
+      for raw in tf.data.TFRecordDataset(path).as_numpy_iterator():
+        if row_index:
+          example = tf.train.Example.FromString(raw)
+          for name in row_index:
+            values = example.features.feature[name].int64_list.value
+            del values[:]
+            values.append(rows)
+          raw = example.SerializeToString()
+        writers[rows % num_shards].write(raw)
+        rows += 1
+      os.remove(path)
+  finally:
+    for w in writers:
+      w.close()
+  return dict(rows=rows, files=names, features=spec, side=list(side))
+
+
 def write_split(folder: str, split: str, chunks: Iterable[Arrays],
                 num_shards: int, side: Sequence[str] = ()) -> dict:
   """Writes the rows of `chunks` (dicts of arrays, one row per index of the

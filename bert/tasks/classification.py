@@ -98,11 +98,13 @@ class ClassificationTask(FinetuningTask):
   def encode(self, split):
     return self.encode_examples(self.read_examples(split), split)
 
-  def encode_chunks(self, split, chunk_rows):
-    """`encode(split)` in chunks of `chunk_rows` rows (one per example)."""
+  def encode_chunks(self, split, chunk_rows, select=None):
+    """`encode(split)` in chunks of `chunk_rows` rows (one per example);
+    chunk k is encoded only if `select(k)` (None is yielded otherwise)."""
     examples = self.read_examples(split)
-    for start in range(0, len(examples), chunk_rows):
-      yield self.encode_examples(examples[start:start + chunk_rows], split)
+    for k, start in enumerate(range(0, len(examples), chunk_rows)):
+      yield (self.encode_examples(examples[start:start + chunk_rows], split)
+             if select is None or select(k) else None)
 
   def records_task_name(self):
     what = (f"glue_task={self.data.glue_task}" if self.layout is not None

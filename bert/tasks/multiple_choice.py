@@ -59,7 +59,17 @@ class MultipleChoiceTask(FinetuningTask):
     return f"MultipleChoiceTask(num_choices={self.num_choices})"
 
   def encode(self, split):
+    return self.encode_examples(self.examples(split), split)
+
+  def encode_chunks(self, split, chunk_rows, select=None):
+    """`encode(split)` for `chunk_rows` examples at a time; chunk k only if
+    `select(k)`, else None."""
     examples = self.examples(split)
+    for k, start in enumerate(range(0, len(examples), chunk_rows)):
+      yield (self.encode_examples(examples[start:start + chunk_rows], split)
+             if select is None or select(k) else None)
+
+  def encode_examples(self, examples, split):
     c = self.num_choices
     contexts = [e.context for e in examples for _ in range(c)]
     endings = [f"{e.start} {ending}".strip() for e in examples for ending in e.endings]

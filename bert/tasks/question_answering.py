@@ -116,13 +116,21 @@ class QuestionAnsweringTask(FinetuningTask):
             f"{d.doc_stride}, max_query_length={d.max_query_length}, "
             f"articles={articles})")
 
-  def encode_chunks(self, split, chunk_rows):
+  # Features equal to the row's index in its split (set when chunks encoded
+  # in parallel are merged).
+  records_row_index = ("feature_id",)
+
+  def encode_chunks(self, split, chunk_rows, select=None):
     """`encode(split)` and the windows' post-processing data
-    (`squad_examples.META_FEATURES`), about `chunk_rows` questions at a
-    time."""
+    (`squad_examples.META_FEATURES`), `chunk_rows` questions at a time;
+    chunk k is encoded only if `select(k)` (None is yielded otherwise, and
+    later chunks' feature_id then count from 0: see records_row_index)."""
     examples = self.examples(split)
     windows = 0
-    for start in range(0, len(examples), chunk_rows):
+    for k, start in enumerate(range(0, len(examples), chunk_rows)):
+      if select is not None and not select(k):
+        yield None
+        continue
       arrays, meta = squad_examples.encode_examples(
           examples[start:start + chunk_rows], self.tokenizer, self.seq_length,
           self.data.doc_stride, self.data.max_query_length,

@@ -103,6 +103,20 @@ class TokenClassificationTask(FinetuningTask):
     return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
                                      self.labels)
 
+  def encode_chunks(self, split, chunk_rows, select=None):
+    """`encode(split)` for `chunk_rows` sentences at a time (a long sentence
+    may give several rows); chunk k only if `select(k)`, else None."""
+    sentences = self.sentences(split)
+    for k, start in enumerate(range(0, len(sentences), chunk_rows)):
+      if select is not None and not select(k):
+        yield None
+        continue
+      out = ner_data.encode_sentences(sentences[start:start + chunk_rows],
+                                      self.tokenizer, self.seq_length,
+                                      self.labels)
+      out["sentence_id"] = out["sentence_id"] + start
+      yield out
+
   def preprocessor(self):
     return TokenClassifierPreprocessor(labels=self.labels,
                                        **self._preprocessor_args())

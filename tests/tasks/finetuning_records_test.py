@@ -3,6 +3,7 @@
 the same rows, the same batches, the same weights and metrics."""
 
 import dataclasses
+import functools
 import json
 import os
 
@@ -152,7 +153,7 @@ def test_20_steps_give_the_same_weights_and_eval(mrpc_records, tmp_path):
   folder, _ = mrpc_records
   runtime = RuntimeConfig(train_steps=20, steps_per_loop=20,
                           strategy="one_device", seed=3)
-  results, weights = [], []
+  results, weights, logits = [], [], []
   buckets = dict(length_buckets=(64, 128))      # two traces per run
   for name, task in (("memory", in_memory(mrpc_records[1], **buckets)),
                      ("records", from_records(folder, **buckets))):
@@ -161,11 +162,8 @@ def test_20_steps_give_the_same_weights_and_eval(mrpc_records, tmp_path):
                                    log_fn=None)
     results.append(result)
     weights.append(model.get_weights())
-    if name == "records":
-      logits = task.logits(model, "eval")
-      np.testing.assert_allclose(logits, memory_logits, rtol=0, atol=1e-5)
-    else:
-      memory_logits = task.logits(model, "eval")
+    logits.append(task.logits(model, "eval"))       # streamed from records
+  np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-5)
   for a, b in zip(*weights):
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
   for k in results[0]:
@@ -231,37 +229,58 @@ def test_cli_writes_what_the_task_encodes(tmp_path):
     np.testing.assert_array_equal(got[k], v, err_msg=k)
 
 
+def squad_task(path, records=None):
+  """A SQuAD task on the questions of `path` (module level: the processes
+  of a parallel write build it too)."""
+  from bert.tasks import QuestionAnsweringTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import SquadData  # pylint: disable=g-import-not-at-top
+  return QuestionAnsweringTask(
+      data=SquadData(train_file=path, eval_file=path, train_fraction=0.5,
+                     doc_stride=64, max_query_length=32),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522,
+                                   max_position_embeddings=128),
+          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
+                              eval_batch_size=32, seed=1, records=records,
+                              length_buckets=(64, 128)))
+
+
 def test_squad_windows_from_records_train_and_answer_as_in_memory(tmp_path):
   """SQuAD: the windows, their post-processing data (read back from the
   records' side features), 20 steps' weights and the EM/F1 of evaluation
   equal the in-memory run's."""
   from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
-  from bert.tasks import QuestionAnsweringTask  # pylint: disable=g-import-not-at-top
-  from bert.tasks.configs import SquadData  # pylint: disable=g-import-not-at-top
   with open(shared_data("squad", "dev-v1.1.json"), encoding="utf-8") as f:
     dev = json.load(f)
   dev["data"] = dev["data"][:2]                      # two articles
   path = tmp_path / "squad.json"
   path.write_text(json.dumps(dev))
 
-  def squad_task(records=None):
-    return QuestionAnsweringTask(
-        data=SquadData(train_file=str(path), eval_file=str(path),
-                       train_fraction=0.5, doc_stride=64, max_query_length=32),
-        encoder=EncoderSource(
-            bert_config=small_config(vocab_size=30522,
-                                     max_position_embeddings=128),
-            vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
-            do_lower_case=True),
-        inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
-                                eval_batch_size=32, seed=1, records=records,
-                                length_buckets=(64, 128)))
-
-  memory = squad_task()
+  memory = squad_task(str(path))
   folder = str(tmp_path / "records")
   create_finetuning_records(memory, folder, ("train", "eval"), num_shards=3,
                             chunk_rows=40, log=lambda *_: None)
-  records = squad_task(folder)
+  # Two processes, each encoding every other chunk of 40 questions, write the
+  # same files (feature_id, the window's index, is set when merging).
+  create_finetuning_records(memory, str(tmp_path / "two"), ("train", "eval"),
+                            num_shards=3, chunk_rows=40, log=lambda *_: None,
+                            num_processes=2,
+                            task_factory=functools.partial(squad_task, str(path)))
+  assert sorted(os.listdir(folder)) == sorted(os.listdir(tmp_path / "two"))
+  one, two = FinetuningRecords(folder), FinetuningRecords(str(tmp_path / "two"))
+  assert one.manifest["splits"] == two.manifest["splits"]
+  for split in ("train", "eval"):
+    keys = list(one.manifest["splits"][split]["features"])
+    for lane in range(3):                  # shard by shard: the same rows
+      a = list(one.lane(split, lane, 3, keys=keys).as_numpy_iterator())
+      b = list(two.lane(split, lane, 3, keys=keys).as_numpy_iterator())
+      assert len(a) == len(b) > 0
+      for x, y in zip(a, b):
+        for k in x:
+          np.testing.assert_array_equal(x[k], y[k], err_msg=f"{split} {k}")
+  records = squad_task(str(path), folder)
   assert records.meta("eval") == memory.meta("eval")
   assert records.row_origins("eval") == memory.row_origins("eval")
   assert set(FinetuningRecords(folder).feature_names("train")) == set(
