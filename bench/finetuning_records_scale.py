@@ -1,7 +1,7 @@
 """Fine-tuning from TFRecords vs in memory as the training set grows: peak
 memory and training examples/s of `bert-train` on SST-2.
 
-  python -m bench.finetuning_records_scale --init_checkpoint=MINILM
+  python -m bench.finetuning_records_scale [--init_checkpoint=MINILM]
       [--cells memory:1,records:1,records:20] [--train_steps 120]
       [--steps_per_loop 20] [--repeats 2] [--num_shards 4] [--out r.json]
 
@@ -28,28 +28,20 @@ import sys
 import tempfile
 import time
 
-
-def _shared(*parts):
-  root = os.environ.get("BERT_SHARED_DATA") or os.path.join(
-      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-      "shared", "data")
-  path = os.path.join(root, *parts)
-  if not os.path.exists(path):
-    raise SystemExit(f"{path}: not found (set BERT_SHARED_DATA)")
-  return path
+from bert.testing import shared_data as _shared_data
 
 
 def _data_dir(work, scale):
   """SST-2 with its training rows `scale` times, and its dev set."""
   folder = os.path.join(work, f"sst2_x{scale}")
   os.makedirs(folder, exist_ok=True)
-  with open(_shared("glue", "SST-2", "train.tsv"), encoding="utf-8") as f:
+  with open(_shared_data("glue", "SST-2", "train.tsv"), encoding="utf-8") as f:
     header, *rows = f.read().splitlines(keepends=True)
   with open(os.path.join(folder, "train.tsv"), "w", encoding="utf-8") as out:
     out.write(header)
     for _ in range(scale):
       out.writelines(rows)
-  shutil.copy(_shared("glue", "SST-2", "dev.tsv"), folder)
+  shutil.copy(_shared_data("glue", "SST-2", "dev.tsv"), folder)
   return folder, len(rows) * scale
 
 
@@ -74,7 +66,8 @@ def _summary(values):
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawTextHelpFormatter)
-  parser.add_argument("--init_checkpoint", required=True)
+  parser.add_argument("--init_checkpoint", default=None,
+                      help="default: the all-MiniLM-L6-v2 of the test extra")
   parser.add_argument("--cells", default="memory:1,records:1,records:20")
   parser.add_argument("--train_steps", type=int, default=120)
   parser.add_argument("--steps_per_loop", type=int, default=20)
@@ -82,6 +75,9 @@ def main(argv=None):
   parser.add_argument("--num_shards", type=int, default=4)
   parser.add_argument("--out")
   args = parser.parse_args(argv)
+  if args.init_checkpoint is None:
+    from bert.testing import minilm_dir  # pylint: disable=g-import-not-at-top
+    args.init_checkpoint = minilm_dir()
   cells = [(kind, int(scale)) for kind, scale in
            (c.split(":") for c in args.cells.split(","))]
   bin_dir = os.path.dirname(sys.executable)

@@ -27,20 +27,12 @@ import subprocess
 import sys
 import tempfile
 
-
-def _shared(*parts):
-  root = os.environ.get("BERT_SHARED_DATA") or os.path.join(
-      os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..",
-      "shared", "data")
-  path = os.path.join(root, *parts)
-  if not os.path.exists(path):
-    raise SystemExit(f"{path}: not found (set BERT_SHARED_DATA)")
-  return path
+from bert.testing import shared_data as _shared_data
 
 
 def _corpus(folder, scale):
   path = os.path.join(folder, f"corpus_x{scale}.txt")
-  parts = [_shared("corpus", "wikitext-2", f"wiki.{s}.sentences.txt")
+  parts = [_shared_data("corpus", "wikitext-2", f"wiki.{s}.sentences.txt")
            for s in ("valid", "test")]
   with open(path, "w", encoding="utf-8") as out:
     for _ in range(scale):

@@ -76,6 +76,25 @@ def assert_same_batches(got, want):
       np.testing.assert_array_equal(g[k], w[k], err_msg=k)
 
 
+def assert_same_runs(memory, records, tmp_path, steps=20):
+  """`steps` training steps and an evaluation from each source: the same
+  weights (<= 1e-6) and metrics; returns the metrics."""
+  runtime = RuntimeConfig(train_steps=steps, steps_per_loop=steps,
+                          strategy="one_device", seed=3)
+  out = []
+  for name, task in (("memory", memory), ("records", records)):
+    model, result = run_experiment(task, str(tmp_path / name), "train_and_eval",
+                                   runtime, OptimizerConfig(learning_rate=1e-3),
+                                   log_fn=None)
+    out.append((model, result))
+  for a, b in zip(out[0][0].get_weights(), out[1][0].get_weights()):
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+  assert set(out[0][1]) == set(out[1][1])
+  for k in out[0][1]:
+    assert out[1][1][k] == pytest.approx(out[0][1][k], abs=1e-6), k
+  return [model for model, _ in out], out[0][1]
+
+
 def test_records_hold_the_rows_in_order_and_lanes_deal_them(mrpc_records):
   folder, memory = mrpc_records
   records = FinetuningRecords(folder)
@@ -151,23 +170,12 @@ def test_two_pipelines_share_the_one_pipeline_global_batches(mrpc_records):
 
 def test_20_steps_give_the_same_weights_and_eval(mrpc_records, tmp_path):
   folder, _ = mrpc_records
-  runtime = RuntimeConfig(train_steps=20, steps_per_loop=20,
-                          strategy="one_device", seed=3)
-  results, weights, logits = [], [], []
   buckets = dict(length_buckets=(64, 128))      # two traces per run
-  for name, task in (("memory", in_memory(mrpc_records[1], **buckets)),
-                     ("records", from_records(folder, **buckets))):
-    model, result = run_experiment(task, str(tmp_path / name), "train_and_eval",
-                                   runtime, OptimizerConfig(learning_rate=1e-3),
-                                   log_fn=None)
-    results.append(result)
-    weights.append(model.get_weights())
-    logits.append(task.logits(model, "eval"))       # streamed from records
-  np.testing.assert_allclose(logits[1], logits[0], rtol=0, atol=1e-5)
-  for a, b in zip(*weights):
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
-  for k in results[0]:
-    assert results[1][k] == pytest.approx(results[0][k], abs=1e-6), k
+  memory, records = in_memory(mrpc_records[1], **buckets), from_records(
+      folder, **buckets)
+  models, _ = assert_same_runs(memory, records, tmp_path)
+  np.testing.assert_allclose(records.logits(models[1], "eval"),   # streamed
+                             memory.logits(models[0], "eval"), rtol=0, atol=1e-5)
 
 
 def test_records_of_another_encoding_are_refused(mrpc_records, tmp_path):
@@ -254,24 +262,24 @@ def test_squad_windows_from_records_train_and_answer_as_in_memory(tmp_path):
   from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
   with open(shared_data("squad", "dev-v1.1.json"), encoding="utf-8") as f:
     dev = json.load(f)
-  dev["data"] = dev["data"][:2]                      # two articles
+  # Two articles, their first 8 paragraphs.
+  dev["data"] = [dict(a, paragraphs=a["paragraphs"][:8]) for a in dev["data"][:2]]
   path = tmp_path / "squad.json"
   path.write_text(json.dumps(dev))
 
   memory = squad_task(str(path))
   folder = str(tmp_path / "records")
   create_finetuning_records(memory, folder, ("train", "eval"), num_shards=3,
-                            chunk_rows=40, log=lambda *_: None)
-  # Two processes, each encoding every other chunk of 40 questions, write the
-  # same files (feature_id, the window's index, is set when merging).
-  create_finetuning_records(memory, str(tmp_path / "two"), ("train", "eval"),
-                            num_shards=3, chunk_rows=40, log=lambda *_: None,
+                            chunk_rows=10, log=lambda *_: None)
+  # Two processes, each encoding every other chunk of 10 questions, write the
+  # same records (feature_id, the window's index, is set when merging).
+  create_finetuning_records(memory, str(tmp_path / "two"), ("eval",),
+                            num_shards=3, chunk_rows=10, log=lambda *_: None,
                             num_processes=2,
                             task_factory=functools.partial(squad_task, str(path)))
-  assert sorted(os.listdir(folder)) == sorted(os.listdir(tmp_path / "two"))
   one, two = FinetuningRecords(folder), FinetuningRecords(str(tmp_path / "two"))
-  assert one.manifest["splits"] == two.manifest["splits"]
-  for split in ("train", "eval"):
+  assert one.manifest["splits"]["eval"] == two.manifest["splits"]["eval"]
+  for split in ("eval",):
     keys = list(one.manifest["splits"][split]["features"])
     for lane in range(3):                  # shard by shard: the same rows
       a = list(one.lane(split, lane, 3, keys=keys).as_numpy_iterator())
@@ -286,25 +294,14 @@ def test_squad_windows_from_records_train_and_answer_as_in_memory(tmp_path):
   assert set(FinetuningRecords(folder).feature_names("train")) == set(
       memory.features("train"))                      # side features not streamed
   assert_same_batches(batches(records, 20), batches(memory, 20))
-  runtime = RuntimeConfig(train_steps=20, steps_per_loop=20,
-                          strategy="one_device", seed=3)
-  out = []
-  for name, task in (("memory", memory), ("records", records)):
-    model, result = run_experiment(task, str(tmp_path / name), "train_and_eval",
-                                   runtime, OptimizerConfig(learning_rate=1e-3),
-                                   log_fn=None)
-    out.append((model.get_weights(), result))
-  for a, b in zip(out[0][0], out[1][0]):
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
-  assert out[0][1]["f1"] > 0 and set(out[0][1]) == set(out[1][1])
-  for k in out[0][1]:
-    assert out[1][1][k] == pytest.approx(out[0][1][k], abs=1e-6), k
+  _, result = assert_same_runs(memory, records, tmp_path)
+  assert result["f1"] > 0
   assert squad_examples.META_FEATURES == tuple(
       FinetuningRecords(folder).manifest["splits"]["eval"]["side"])
 
 
 def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
-  """WNUT-17 (the first 400 training and 300 dev sentences): the same first
+  """WNUT-17 (the first 240 training and 160 dev sentences): the same first
   20 batches, weights after 20 steps and entity F1 as the in-memory run;
   word alignment comes from the records."""
   from bert.tasks import TokenClassificationTask  # pylint: disable=g-import-not-at-top
@@ -317,7 +314,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
     path.write_text("\n\n".join(blocks) + "\n")
     return str(path)
 
-  train, dev = head("wnut17train.conll", 400), head("emerging.dev.conll", 300)
+  train, dev = head("wnut17train.conll", 240), head("emerging.dev.conll", 160)
 
   def ner(records=None):
     return TokenClassificationTask(
@@ -338,18 +335,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
   records = ner(folder)
   assert records.row_origins("eval") == memory.row_origins("eval")
   assert_same_batches(batches(records, 20), batches(memory, 20))
-  runtime = RuntimeConfig(train_steps=20, steps_per_loop=20,
-                          strategy="one_device", seed=3)
-  out = []
-  for name, task in (("memory", memory), ("records", records)):
-    model, result = run_experiment(task, str(tmp_path / name), "train_and_eval",
-                                   runtime, OptimizerConfig(learning_rate=1e-3),
-                                   log_fn=None)
-    out.append((model.get_weights(), result))
-  for a, b in zip(out[0][0], out[1][0]):
-    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
-  for k in out[0][1]:
-    assert out[1][1][k] == pytest.approx(out[0][1][k], abs=1e-6), k
+  assert_same_runs(memory, records, tmp_path)
   # Word predictions of an untrained model (so tags other than O occur)
   # through each source's word alignment: the same tags.
   from bert.data import ner_data  # pylint: disable=g-import-not-at-top
@@ -372,3 +358,45 @@ def memory_encoder():
   return EncoderSource(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=64),
       vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True)
+
+
+def test_multiple_choice_records_hold_the_in_memory_rows(tmp_path):
+  """SWAG-style rows ([choices, seq] per example), written in chunks of 3
+  examples over 2 shards: the in-memory rows, and batches cut alike."""
+  import csv  # pylint: disable=g-import-not-at-top
+  from bert.tasks import MultipleChoiceTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import MultipleChoiceData  # pylint: disable=g-import-not-at-top
+  path = tmp_path / "swag.csv"
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["video-id", "fold-ind", "startphrase", "sent1", "sent2",
+                "gold-source", "ending0", "ending1", "ending2", "ending3",
+                "label"])
+    examples = cd_mrpc_pairs(10)
+    for i, (a, b) in enumerate(examples):
+      endings = [b] + [examples[(i + j) % 10][1] for j in (3, 5, 7)]
+      w.writerow([f"v{i}", "0", a, a, "", "gold", *endings, "0"])
+
+  def swag(records=None):
+    return MultipleChoiceTask(
+        data=MultipleChoiceData(train_file=str(path), eval_file=str(path)),
+        encoder=memory_encoder(),
+        inputs=FinetuningInputs(seq_length=64, global_batch_size=4,
+                                records=records))
+
+  memory = swag()
+  folder = str(tmp_path / "records")
+  create_finetuning_records(memory, folder, ("train",), num_shards=2,
+                            chunk_rows=3, log=lambda *_: None)
+  records = swag(folder)
+  got, want = records.features("train"), memory.features("train")
+  assert got["input_word_ids"].shape == (10, 4, 64)
+  for k in want:
+    np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+  assert_same_batches(batches(records, 5), batches(memory, 5))
+
+
+def cd_mrpc_pairs(n):
+  from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
+  return [(e.text_a, e.text_b) for e in cd.read_glue(
+      "mrpc", shared_data("glue", "MRPC", "train.tsv"))[:n]]
