@@ -6,6 +6,7 @@ import subprocess
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from bert.tasks import PretrainingTask
@@ -15,6 +16,9 @@ from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT, tiny_pretraining_co
 from _runs import STEPS, command, saved_steps, write_gin
 
 
+# bert-train processes: 30-75 s on a loaded 2-core CI machine, so outside the
+# default suite like resume_test and multi_worker_test (run with -m slow).
+@pytest.mark.slow
 def test_sigterm_saves_a_checkpoint_and_exits_cleanly(pretraining_records, tmp_path):
   gin_file = write_gin(str(tmp_path), pretraining_records)
   model_dir = str(tmp_path / "run")
@@ -60,6 +64,7 @@ def train(records, model_dir, steps, log=None):
           if n.startswith("model/")}
 
 
+@pytest.mark.slow
 def test_unreadable_newest_checkpoint_falls_back_to_the_previous(
     pretraining_records, tmp_path):
   straight = train(pretraining_records, str(tmp_path / "straight"), 8)
