@@ -24,6 +24,8 @@ def build(spec):
   if spec["mode"] == "matmul":
     raise ValueError("matmul is measured by the torch and TF workers")
   s = P.SHAPES[spec["model"]]
+  # bf16: Keras 3's `mixed_bfloat16` policy (bf16 compute, fp32 variables).
+  keras.config.set_dtype_policy("mixed_bfloat16" if spec.get("bf16") else "float32")
   backbone = keras_hub.models.BertBackbone(
       vocabulary_size=P.VOCAB, num_layers=s["layers"], num_heads=s["heads"],
       hidden_dim=s["hidden"], intermediate_dim=s["intermediate"], dropout=0.1,

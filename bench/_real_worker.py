@@ -21,8 +21,12 @@ order (training), each padded to its longest row.
 
 Each step returns the real (non-padding) tokens it processed; the protocol
 reply's "work" is their sum, so the driver reports real tokens/s.
+`bf16` in the spec: ours under tf_keras' `mixed_bfloat16` policy, HF under
+`torch.autocast("cpu", dtype=torch.bfloat16)` (bf16 matmuls, fp32 weights
+and optimizer state in both).
 """
 
+import contextlib
 import os
 import sys
 
@@ -59,7 +63,8 @@ def _ours(spec, model_dir):
     # token's output, so there the whole encoder runs.
     encode = encoder.pooled if spec.get("pooled_only") else encoder
     forward = tf.function(
-        lambda x: dict(pooled_output=encode(x, training=False)["pooled_output"]),
+        lambda x: dict(pooled_output=tf.cast(
+            encode(x, training=False)["pooled_output"], tf.float32)),
         jit_compile=spec.get("xla", False))
     real = int(inputs["input_mask"].sum())
     name = "packed" if spec.get("pack") else "ours"
@@ -154,6 +159,8 @@ def _hf(spec, model_dir):
   import transformers  # pylint: disable=g-import-not-at-top
   from bench import _torch_recipe  # pylint: disable=g-import-not-at-top
   torch.set_num_threads(P.THREADS)
+  autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+              if spec.get("bf16") else contextlib.nullcontext)
   data = _load(spec["data"])
   x = dict(input_ids=torch.tensor(data["input_word_ids"], dtype=torch.long),
            attention_mask=torch.tensor(data["input_mask"], dtype=torch.long),
@@ -163,8 +170,10 @@ def _hf(spec, model_dir):
     real = int(data["input_mask"].sum())
 
     def infer():
-      out = _torch_recipe.predict(
-          lambda **b: dict(pooled_output=model(**b).pooler_output), x, BATCH)
+      with autocast():
+        out = _torch_recipe.predict(
+            lambda **b: dict(pooled_output=model(**b).pooler_output.float()),
+            x, BATCH)
       np.save(spec["data"] + ".hf_pooled.npy", out["pooled_output"])
       return real
 
@@ -186,7 +195,8 @@ def _hf(spec, model_dir):
       idx = torch.randint(len(labels), (BATCH,), generator=generator)
       batch = _torch_recipe.trim(dict({k: v[idx] for k, v in x.items()},
                                       labels=labels[idx]))
-      loss = model(**batch).loss
+      with autocast():
+        loss = model(**batch).loss
       loss.backward()
       torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
       optimizer.step()
@@ -198,7 +208,11 @@ def _hf(spec, model_dir):
 
 def build(spec):
   impl, model_dir = sys.argv[1], sys.argv[2]
-  return (_ours if impl == "ours" else _hf)(spec, model_dir)
+  if impl != "ours":
+    return _hf(spec, model_dir)
+  from bert import precision  # pylint: disable=g-import-not-at-top
+  with precision.policy_scope("mixed_bfloat16" if spec.get("bf16") else "float32"):
+    return _ours(spec, model_dir)
 
 
 if __name__ == "__main__":

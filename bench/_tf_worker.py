@@ -8,7 +8,7 @@ loss normalisation, clipping, AdamW from official.modeling.optimization),
 the path `bert-train` runs. `model_garden`: `tfm.nlp.networks.BertEncoder`
 with a dense head, trained by a tf.function step as Model Garden's own
 trainers do (forward/backward, clip 1.0, AdamW with weight decay).
-Spec keys: model, mode (infer|train|matmul), batch, seq, xla.
+Spec keys: model, mode (infer|train|matmul), batch, seq, xla, bf16.
 """
 
 import os
@@ -64,7 +64,8 @@ def _infer(encoder, spec):
   @tf.function(jit_compile=spec["xla"])
   def forward(x):
     out = encoder(x, training=False)
-    return tf.reduce_sum(out["sequence_output"]) + tf.reduce_sum(out["pooled_output"])
+    return (tf.reduce_sum(tf.cast(out["sequence_output"], tf.float32)) +
+            tf.reduce_sum(tf.cast(out["pooled_output"], tf.float32)))
 
   return lambda: forward(features).numpy()
 
@@ -144,12 +145,20 @@ def _model_garden_train(spec):
 def build(spec):
   if spec["mode"] == "matmul":
     return _matmul(spec)
-  impl = sys.argv[1]
-  if spec["mode"] == "infer":
-    encoder = (_ours_encoder(spec)[0] if impl == "ours"
-               else _model_garden_encoder(spec))
-    return _infer(encoder, spec)
-  return _ours_train(spec) if impl == "ours" else _model_garden_train(spec)
+  # bf16: everything built under tf_keras' `mixed_bfloat16` policy (bf16
+  # compute, fp32 variables and optimizer state), as both libraries document.
+  previous = tf_keras.mixed_precision.global_policy()
+  tf_keras.mixed_precision.set_global_policy(
+      "mixed_bfloat16" if spec.get("bf16") else "float32")
+  try:
+    impl = sys.argv[1]
+    if spec["mode"] == "infer":
+      encoder = (_ours_encoder(spec)[0] if impl == "ours"
+                 else _model_garden_encoder(spec))
+      return _infer(encoder, spec)
+    return _ours_train(spec) if impl == "ours" else _model_garden_train(spec)
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
 
 
 if __name__ == "__main__":

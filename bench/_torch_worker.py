@@ -6,6 +6,8 @@ pooled output) with `torch.optim.AdamW` and clipping 1.0 for training.
   python -m bench._torch_worker
 """
 
+import contextlib
+
 import torch
 import transformers
 
@@ -29,13 +31,17 @@ def build(spec):
   ids, mask, types, labels = P.synthetic_batch(spec["batch"], spec["seq"])
   x = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
            token_type_ids=torch.tensor(types))
+  # bf16: torch.autocast (bf16 matmuls, fp32 weights and optimizer state).
+  autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+              if spec.get("bf16") else contextlib.nullcontext)
   if spec["mode"] == "infer":
     model = transformers.BertModel(_config(spec)).eval()
 
     def forward():
-      with torch.inference_mode():
+      with torch.inference_mode(), autocast():
         out = model(**x)
-        return (out.last_hidden_state.sum() + out.pooler_output.sum()).item()
+        return (out.last_hidden_state.float().sum() +
+                out.pooler_output.float().sum()).item()
 
     return forward
   model = transformers.BertForSequenceClassification(_config(spec)).train()
@@ -44,7 +50,8 @@ def build(spec):
   y = torch.tensor(labels)
 
   def step():
-    loss = model(**x, labels=y).loss
+    with autocast():
+      loss = model(**x, labels=y).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()

@@ -23,6 +23,7 @@ import numpy as np
 
 from bert.config import BertConfig
 from bert.flops import TRAIN_FACTOR, flops_per_real_token
+from bert.serving import cpu
 from bert.testing import minilm_dir, shared_data_dir
 from bench._real_worker import BATCH
 from bench.run import MATMUL_N, Worker, start_workers
@@ -66,7 +67,7 @@ def _worker(workers, impl):
   return workers["ours" if impl == "packed" else impl]
 
 
-def run(repeats=5, train_steps=8, squad_questions=600, log=print):
+def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
   """Runs the benchmark; returns the markdown section."""
   folder = tempfile.mkdtemp(prefix="bench_real_")
   sets = prepare(folder, squad_questions)
@@ -86,7 +87,7 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   try:
     for name, mode, impl in jobs:
       spec = dict(data=sets[name][0], mode=mode, steps=train_steps, warmup=1,
-                  pack=impl == "packed", pooled_only=name != "squad")
+                  pack=impl == "packed", pooled_only=name != "squad", bf16=bf16)
       seconds = _worker(workers, impl).call(
           cmd="build", key=f"{name}/{mode}/{impl}", spec=spec)
       log(f"built {name}/{mode}/{impl} in {seconds:.1f} s")
@@ -110,8 +111,13 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print):
   tf_peak = statistics.median(peaks["tf_ours+onednn"])
   torch_peak = statistics.median(peaks["torch"])
   lines = [
-      "## Real lengths: real (non-padding) tokens/s, all-MiniLM-L6-v2 (`python -m "
-      "bench.real_lengths`)", "",
+      "## Real lengths: real (non-padding) tokens/s, all-MiniLM-L6-v2"
+      + (", bf16 (`python -m bench.real_lengths --bf16`)" if bf16 else
+         " (`python -m bench.real_lengths`)"), "",
+      f"Machine: {cpu.describe()}. "
+      + ("bf16: ours under tf_keras' `mixed_bfloat16` policy (oneDNN), HF "
+         "under torch.autocast(\"cpu\", bfloat16); fp32 weights and optimizer "
+         "state in both. " if bf16 else ""),
       f"Ours: length buckets (inference in length order, training batches grouped "
       f"by length, each cut to its bucket); ours packed: examples packed into "
       f"rows of the full length (inference: 32 rows per batch; training: each "
@@ -171,8 +177,11 @@ def main():
   parser.add_argument("--train_steps", type=int, default=8)
   parser.add_argument("--squad_questions", type=int, default=600)
   parser.add_argument("--output", default=None)
+  parser.add_argument("--bf16", action="store_true",
+                      help="every implementation in bf16 (see bench._real_worker)")
   args = parser.parse_args()
-  report = run(args.repeats, args.train_steps, args.squad_questions)
+  report = run(args.repeats, args.train_steps, args.squad_questions,
+               bf16=args.bf16)
   print(report)
   if args.output:
     with open(args.output, "w") as f:

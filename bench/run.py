@@ -20,7 +20,6 @@ machine's matmul peak is an n x n fp32 matmul (2*n^3 FLOPs) in torch and TF.
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import time
 
 from bench import _protocol as P
 from bert.config import BertConfig
+from bert.serving import cpu
 from bert.flops import TRAIN_FACTOR, encoder_flops, pooler_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +48,14 @@ IMPLS = {
     "Model Garden+XLA+oneDNN": ("tf_model_garden+onednn", dict(xla=True)),
     "HF PyTorch": ("torch", {}),
     "KerasHub+XLA": ("keras_hub", {}),
+    # bf16 (tf_keras / Keras `mixed_bfloat16`, torch.autocast): bf16 matmuls,
+    # fp32 variables. TensorFlow's bf16 matmuls need oneDNN.
+    "ours bf16": ("tf_ours+onednn", dict(xla=False, bf16=True)),
+    "ours bf16+XLA": ("tf_ours+onednn", dict(xla=True, bf16=True)),
+    "Model Garden bf16": ("tf_model_garden+onednn", dict(xla=False, bf16=True)),
+    "Model Garden bf16+XLA": ("tf_model_garden+onednn", dict(xla=True, bf16=True)),
+    "HF PyTorch bf16": ("torch", dict(bf16=True)),
+    "KerasHub bf16+XLA": ("keras_hub", dict(bf16=True)),
 }
 # model -> batch (seq 128 throughout)
 CASES = {"bert_base": 8, "bert_small": 32, "minilm_l6": 32}
@@ -91,17 +99,6 @@ def start_workers(names):
     workers[name] = P.Worker(name, cmd, ROOT,
                              os.path.join(HERE, f".{name}.log"), env)
   return workers
-
-
-def cpu_model():
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown CPU"
 
 
 def main():
@@ -177,10 +174,13 @@ def render(jobs, timings, args, impls):
   import torch  # pylint: disable=g-import-not-at-top
   lines = [
       "# Benchmark results (`python -m bench.run`)", "",
-      f"Machine: {cpu_model()}, {os.cpu_count()} cores; 2 intra-op threads for "
+      f"Machine: {cpu.describe()}; 2 intra-op threads for "
       f"every implementation. TensorFlow {tf.__version__} "
-      "(oneDNN: TF_ENABLE_ONEDNN_OPTS=1 for the +oneDNN rows, 0 otherwise), "
-      f"PyTorch {torch.__version__}. Seq {SEQ}, dense full-length rows, fp32. "
+      "(oneDNN: TF_ENABLE_ONEDNN_OPTS=1 for the +oneDNN and bf16 rows, 0 "
+      f"otherwise), PyTorch {torch.__version__}. Seq {SEQ}, dense full-length "
+      "rows. fp32 unless the row says bf16: tf_keras/Keras `mixed_bfloat16` "
+      "policy, torch.autocast(\"cpu\", bfloat16); bf16 matmuls, fp32 "
+      "variables and optimizer state. "
       f"Median of {args.repeats} interleaved rounds of ~{args.target_seconds:g} s "
       "blocks (spread: slowest - fastest round).", "",
       "FLOPs (matmuls only) per sequence: layers x (2 S (4 H^2 + 2 H I) + 4 S^2 H) "

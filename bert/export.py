@@ -39,6 +39,7 @@ from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert import precision as precision_lib
 from bert.data import length_buckets as lb
 from bert.data._io import atomic_folder
 from bert.features import ENCODER_INPUTS
@@ -121,9 +122,9 @@ def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
 
 
 def check_precision(precision: str) -> str:
-  if precision not in PRECISIONS:
-    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got "
-                     f"{precision!r}")
+  if precision not in PRECISIONS + ("auto",):
+    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} or "
+                     f"auto, got {precision!r}")
   return precision
 
 
@@ -144,7 +145,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
 
   fp32: the module as is. bf16: the network under Keras' `mixed_bfloat16`
   policy (fp32 where the CPU has neither AVX512_BF16 nor AMX, with a log
-  line saying so). int8: the SavedModel as for fp32 (its `serving_default`
+  line saying so). auto: bf16 where this CPU runs it fast (AVX512_BF16 or
+  AMX, and oneDNN on: `bert.precision.choose`), else fp32. int8: the SavedModel as for fp32 (its `serving_default`
   stays the fp32 reference) plus the network as a dynamic-range int8 TFLite
   model in `assets.extra/`, which `load_serving` runs.
 
@@ -159,6 +161,12 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   manifest = dict(format=MANIFEST_FORMAT, kind=kind, requested_precision=precision,
                   string_inputs=list(fp32.string_inputs),
                   buckets=list(fp32.buckets))
+  if precision == "auto":
+    choice = precision_lib.choose("auto", gpu=None, cpu_flags=(
+        None if bf16_cpu is None else
+        frozenset({"avx512_bf16"} if bf16_cpu else ())))
+    logging.info("export %s", choice.describe())
+    precision = "bf16" if choice.bf16 else "fp32"
   if precision == "bf16":
     has_bf16 = cpu.has_bf16() if bf16_cpu is None else bf16_cpu
     if not has_bf16:

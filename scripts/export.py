@@ -37,10 +37,11 @@ flags.DEFINE_string("vocab_file", None, "Preprocessor vocab (default: the "
                     "checkpoint's).")
 flags.DEFINE_bool("do_lower_case", None, "Preprocessor casing (default: the "
                   "checkpoint's).")
-flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8"],
+flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
                   "classifier, span_labeler, tagger: the network's precision. "
                   "int8: dynamic-range int8 on TFLite (XNNPACK); bf16: bf16 "
-                  "matmuls where the CPU has AVX512_BF16 or AMX (else fp32). "
+                  "matmuls where the CPU has AVX512_BF16 or AMX (else fp32); "
+                  "auto: bf16 where this CPU runs it fast, else fp32. "
                   "Reduced precision must pass the accuracy gate on the run's "
                   "eval split.")
 flags.DEFINE_float("max_accuracy_drop", None, "The accuracy gate's limit, in "
@@ -68,7 +69,9 @@ def main(argv):
             f"{gate['fp32']:.2f}, {manifest['precision']} "
             f"{gate[manifest['precision']]:.2f} (limit: "
             f"{gate['max_drop']:g} points below fp32)")
-    if manifest["precision"] != FLAGS.precision:
+    if FLAGS.precision == "auto":
+      print(f"precision: {manifest['precision']} (auto)")
+    elif manifest["precision"] != FLAGS.precision:
       print(f"precision: {manifest['precision']} (asked {FLAGS.precision}; "
             "this CPU has no bf16 dot products)")
   elif FLAGS.kind == "encoder":

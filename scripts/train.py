@@ -47,10 +47,13 @@ flags.DEFINE_enum("strategy", None, ["auto", "one_device", "mirrored",
                   "TF_CONFIG); overrides RuntimeConfig.strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 flags.DEFINE_enum("mixed_precision", None,
-                  ["float32", "mixed_float16", "mixed_bfloat16"],
-                  "Precision policy; overrides RuntimeConfig.mixed_precision.")
+                  ["auto", "float32", "mixed_float16", "mixed_bfloat16"],
+                  "Precision policy (auto: bf16 where the CPU or GPU runs it "
+                  "fast, else fp32, with XLA by what is faster); overrides "
+                  "RuntimeConfig.mixed_precision.")
 flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step; "
-                  "overrides RuntimeConfig.jit_compile.")
+                  "overrides RuntimeConfig.jit_compile (default: off, or what "
+                  "--mixed_precision=auto chose).")
 flags.DEFINE_integer("train_steps", None,
                      "Overrides RuntimeConfig.train_steps.")
 flags.mark_flags_as_required(["model_dir"])

@@ -4,9 +4,11 @@ comes from `_keras_training.KerasTraining`). Each model has one `call`."""
 
 from typing import Dict, Optional, Sequence
 
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from bert import precision as precision_lib
 from bert.features import ENCODER_INPUTS
 from bert.models._keras_training import KerasTraining
 from bert.networks.encoder_scaffold import encoder_inputs
@@ -134,7 +136,7 @@ class EncoderModel(KerasTraining, tf_keras.Model):
   @classmethod
   def from_pretrained(cls, source, *, seq_length: Optional[int] = None,
                       labels=None, lower_case=None, preprocessor_args=None,
-                      **head_args):
+                      precision: str = "float32", **head_args):
     """This model on a pretrained encoder, with its `preprocessor`.
 
     Args:
@@ -147,12 +149,23 @@ class EncoderModel(KerasTraining, tf_keras.Model):
       lower_case: overrides the checkpoint's casing (when it states none).
       preprocessor_args: more arguments of the preprocessor (e.g. the span
         labeler's `doc_stride`, `max_answer_length`, `version_2`).
+      precision: the Keras policy the model computes in (`float32`,
+        `mixed_bfloat16`, `mixed_float16`), or "auto": bf16 where the CPU
+        (AVX512_BF16/AMX with oneDNN) or GPU runs it fast, else fp32
+        (`bert.precision.choose`; logged, and kept as `precision_choice`
+        with the reason). `compile` then XLA-compiles `fit` when that
+        choice is faster with XLA, unless given `jit_compile`.
       **head_args: the model's own arguments (e.g. `num_classes`,
         `dropout_rate`).
     """
     from bert import checkpoints  # pylint: disable=g-import-not-at-top
-    ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
-    model = cls._from_checkpoint(ckpt, labels=labels, **head_args)
+    choice = precision_lib.choose(precision)
+    with precision_lib.policy_scope(choice.policy):
+      ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
+      model = cls._from_checkpoint(ckpt, labels=labels, **head_args)
+    object.__setattr__(model, "precision_choice", choice)
+    if precision == "auto":
+      logging.info("%s.from_pretrained: %s", cls.__name__, choice.describe())
     if cls.preprocessor_class is not None:
       kwargs = dict(preprocessor_args or {})
       if lower_case is not None:
@@ -195,9 +208,11 @@ class EncoderModel(KerasTraining, tf_keras.Model):
         set(layers)) != len(layers):
       raise ValueError(f"{cls.__name__}.from_teacher: layers={list(layers)} "
                        f"must be distinct blocks of the teacher's 0..{total - 1}")
-    student = cls(BertEncoder(dataclasses.replace(
-        config, num_hidden_layers=len(layers))),
-                  **{k: getattr(teacher, k) for k in cls._head_config})
+    with precision_lib.policy_scope(teacher.dtype_policy.name):
+      student = cls(BertEncoder(dataclasses.replace(
+          config, num_hidden_layers=len(layers))),
+                    **{k: getattr(teacher, k) for k in cls._head_config})
+    object.__setattr__(student, "precision_choice", teacher.precision_choice)
     copy_teacher_layers(student, teacher, layers)
     if teacher.preprocessor is not None:
       student.attach_preprocessor(type(teacher.preprocessor).from_config(
@@ -205,6 +220,8 @@ class EncoderModel(KerasTraining, tf_keras.Model):
     return student
 
   preprocessor = None
+  # How `from_pretrained` chose the compute precision (None: built otherwise).
+  precision_choice = None
 
   def attach_preprocessor(self, preprocessor) -> None:
     """Sets `preprocessor` (saved through `get_config`, not as a tracked

@@ -46,6 +46,9 @@ class KerasTraining:
       plus `default_metrics()`, e.g. F1 for two classes); or a list of
       Keras metrics on `outputs[main_output]` (the objective's are still
       reported).
+    jit_compile (in kwargs): as Keras; by default what
+      `from_pretrained(precision="auto")` chose (fp32: XLA; bf16: none),
+      else off.
     """
     from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
         OptimizerConfig)
@@ -63,6 +66,9 @@ class KerasTraining:
     if isinstance(metrics, str) and metrics == "auto":
       metrics = self.default_metrics()
     self._output_metrics = bool(metrics)
+    choice = getattr(self, "precision_choice", None)
+    if kwargs.get("jit_compile") is None and choice is not None:
+      kwargs["jit_compile"] = choice.jit_compile
     super().compile(optimizer=optimizer, loss=None if self._task_loss else loss,
                     metrics=metrics, **kwargs)
     if not hasattr(self, "_stat_metrics"):

@@ -7,8 +7,10 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
+from bert import precision
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = precision.POLICIES
 
 
 def get_strategy(name: str = "auto", tpu: Optional[str] = None,

@@ -20,6 +20,7 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
+from bert import precision as precision_lib
 from bert.models._keras_training import dropout_generators
 from bert.tasks.base import Task
 from bert.training import distribute
@@ -49,8 +50,10 @@ class RuntimeConfig:
   max_skipped_steps: int = 20         # mixed_float16 overflow steps in a row
   strategy: str = "auto"              # one_device unless >1 GPU is visible
   tpu: Optional[str] = None
+  # "auto": bf16 where the hardware runs it fast, else fp32, and XLA by
+  # what is faster for that precision (`bert.precision.choose`).
   mixed_precision: str = "float32"
-  jit_compile: bool = False
+  jit_compile: Optional[bool] = None  # None: off, or auto's choice
   seed: Optional[int] = 42
   deterministic: bool = False         # tf.config op determinism (slower)
   peer_timeout_seconds: int = 60      # multi-worker: a silent worker is lost
@@ -72,12 +75,17 @@ class RuntimeConfig:
     check_choice(owner, "strategy", self.strategy, distribute.STRATEGIES)
     check_str(owner, "tpu", self.tpu, optional=True)
     check_choice(owner, "mixed_precision", self.mixed_precision,
-                 distribute.PRECISIONS)
-    check_bool(owner, "jit_compile", self.jit_compile)
+                 precision_lib.CHOICES)
+    if self.jit_compile is not None:
+      check_bool(owner, "jit_compile", self.jit_compile)
     check_int(owner, "seed", self.seed, minimum=0, optional=True)
     check_bool(owner, "deterministic", self.deterministic)
     check_int(owner, "peer_timeout_seconds", self.peer_timeout_seconds,
               minimum=1)
+
+  def precision(self) -> precision_lib.PrecisionChoice:
+    """The policy and XLA setting this run uses (resolves "auto")."""
+    return precision_lib.choose(self.mixed_precision, self.jit_compile)
 
 
 @gin.configurable
@@ -87,7 +95,7 @@ def build_task(task_class=gin.REQUIRED) -> Task:
   return task_class()
 
 
-def setup(runtime: RuntimeConfig) -> tf.distribute.Strategy:
+def setup(runtime: RuntimeConfig, log_fn=print) -> tf.distribute.Strategy:
   """Seeds, determinism and precision of `runtime`, and its strategy.
 
   `run_experiment` calls it unless given the strategy. A multi-worker
@@ -100,7 +108,10 @@ def setup(runtime: RuntimeConfig) -> tf.distribute.Strategy:
     tf_keras.utils.set_random_seed(runtime.seed)
   if runtime.deterministic:
     tf.config.experimental.enable_op_determinism()
-  distribute.set_precision(runtime.mixed_precision)
+  choice = runtime.precision()
+  distribute.set_precision(choice.policy)
+  if log_fn and runtime.mixed_precision == "auto":
+    log_fn(choice.describe())
   return distribute.get_strategy(runtime.strategy, runtime.tpu,
                                  runtime.peer_timeout_seconds)
 
@@ -197,7 +208,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
                                       tf.train.latest_checkpoint(model_dir) is None):
     raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
   runtime = runtime or RuntimeConfig()
-  strategy = strategy or setup(runtime)
+  strategy = strategy or setup(runtime, log_fn)
   if runtime.train_steps is None:
     runtime = dataclasses.replace(runtime, train_steps=task.num_train_steps())
   optimizer_config = (optimizer_config or OptimizerConfig()).with_steps(
@@ -236,7 +247,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     if getattr(model, "preprocessor", False) is None and hasattr(task, "preprocessor"):
       model.attach_preprocessor(task.preprocessor())
     optimizer = build_optimizer(optimizer_config)
-    if runtime.mixed_precision == "mixed_float16":
+    if runtime.precision().policy == "mixed_float16":
       optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
   # Checkpointed: a resumed run continues the dropout masks.
   dropout_rng = dropout_generators(model)
@@ -280,7 +291,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   trainer = Trainer(task, model, optimizer, strategy,
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,
-                    jit_compile=runtime.jit_compile,
+                    jit_compile=runtime.precision().jit_compile,
                     train_steps=runtime.train_steps,
                     max_skipped_steps=runtime.max_skipped_steps, log_fn=log_fn)
   # The Controller restores the newest checkpoint (or runs task.initialize).

@@ -180,6 +180,14 @@ def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
   dtypes = {n.attr["T"].type for f in graph.library.function for n in f.node_def
             if n.op in ("MatMul", "BatchMatMulV2", "_MklMatMul")}
   assert tf.bfloat16.as_datatype_enum in dtypes
+  # auto: bf16 where the CPU has it (and oneDNN is on), else fp32.
+  for has, expected in ((False, "fp32"), (True, "bf16")):
+    manifest = export.write_serving(
+        lambda m: export.ClassifierServing(m, vocab(), True, 64, ["neg", "pos"],
+                                           False, (64,)),
+        model, str(tmp_path / f"auto_{has}"), "classifier", "auto", bf16_cpu=has)
+    assert (manifest["requested_precision"], manifest["precision"]) == (
+        "auto", expected)
 
 
 # Slow: the TFLite network test below runs a tagger network too.

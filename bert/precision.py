@@ -1,0 +1,148 @@
+"""The compute precision (and whether to XLA-compile) for the machine in use.
+
+`choose("auto")` picks bf16 compute (`mixed_bfloat16`: bf16 matmuls, fp32
+variables; our layers keep LayerNorm, softmax and the losses in fp32) where
+it is fast, and fp32 elsewhere:
+
+- a GPU: `mixed_bfloat16` from compute capability 8.0 (Ampere), else
+  `mixed_float16` from 7.0, else `float32`;
+- a CPU with bf16 dot products (AVX512_BF16 or AMX) and TensorFlow's oneDNN
+  kernels on: `mixed_bfloat16` (oneDNN runs its matmuls on those
+  instructions; without oneDNN, TensorFlow's bf16 matmul is slower than
+  fp32);
+- any other CPU: `float32`.
+
+XLA follows the precision: XLA's CPU backend does not run bf16 matmuls on
+the bf16 instructions (slower than fp32 without XLA on a Zen 5, `bench/`),
+while fp32 is as fast or faster with it. Explicit settings always win: a
+named policy is used as given, and `jit_compile=True/False` overrides.
+
+What is detected is injectable (`cpu_flags`, `onednn`, `gpu_capability`),
+so every branch runs on any machine.
+"""
+
+import dataclasses
+import os
+from typing import FrozenSet, Optional, Tuple
+
+POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
+CHOICES = POLICIES + ("auto",)
+# Whether XLA makes a policy's train step faster on a CPU (bench/run.py,
+# bench/RESULTS.md: fp32 XLA >= fp32; bf16 XLA < bf16 through oneDNN).
+_CPU_XLA_FASTER = {"float32": True, "mixed_bfloat16": False,
+                   "mixed_float16": False}
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionChoice:
+  """A resolved precision: the tf_keras policy, XLA or not, and why."""
+  policy: str
+  jit_compile: bool
+  reason: str
+
+  @property
+  def bf16(self) -> bool:
+    return self.policy == "mixed_bfloat16"
+
+  def describe(self) -> str:
+    """The log line: e.g. "precision: mixed_bfloat16, XLA off (auto: ...)"."""
+    return (f"precision: {self.policy}, XLA {'on' if self.jit_compile else 'off'}"
+            f" ({self.reason})")
+
+
+def onednn_enabled() -> bool:
+  """Whether TensorFlow runs its oneDNN CPU kernels (TF_ENABLE_ONEDNN_OPTS,
+  whose default depends on the CPU)."""
+  try:
+    from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
+    return bool(_pywrap_util_port.IsMklEnabled())
+  except (ImportError, AttributeError):
+    return os.environ.get("TF_ENABLE_ONEDNN_OPTS", "0") == "1"
+
+
+def gpu_capability() -> Optional[Tuple[int, int]]:
+  """The first visible GPU's compute capability, or None without a GPU."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  gpus = tf.config.list_physical_devices("GPU")
+  if not gpus:
+    return None
+  details = tf.config.experimental.get_device_details(gpus[0])
+  return tuple(details.get("compute_capability") or (0, 0))
+
+
+def _auto_policy(cpu_flags, onednn, capability) -> Tuple[str, str]:
+  """(policy, reason) that "auto" resolves to."""
+  from bert.serving import cpu  # pylint: disable=g-import-not-at-top
+  if capability is not None:
+    name = f"GPU of compute capability {capability[0]}.{capability[1]}"
+    if tuple(capability) >= (8, 0):
+      return "mixed_bfloat16", f"{name} has bf16 tensor cores"
+    if tuple(capability) >= (7, 0):
+      return "mixed_float16", f"{name} has fp16 tensor cores, no bf16"
+    return "float32", f"{name} has no fp16/bf16 tensor cores"
+  present = cpu.flags() if cpu_flags is None else frozenset(cpu_flags)
+  found = [f for f in ("amx_bf16", "avx512_bf16") if f in present]
+  if not found:
+    return "float32", "the CPU has neither AVX512_BF16 nor AMX"
+  if not onednn:
+    return "float32", (f"the CPU has {found[0]} but TensorFlow's oneDNN kernels "
+                       "are off (TF_ENABLE_ONEDNN_OPTS=0), and bf16 is slower "
+                       "than fp32 without them")
+  return "mixed_bfloat16", f"the CPU has {found[0]} and oneDNN is on"
+
+
+def choose(requested: str = "auto", jit_compile: Optional[bool] = None, *,
+           cpu_flags: Optional[FrozenSet[str]] = None,
+           onednn: Optional[bool] = None,
+           gpu: Optional[Tuple[int, int]] = "detect") -> PrecisionChoice:
+  """The precision and XLA setting for `requested` (one of CHOICES).
+
+  `jit_compile` None: XLA where the resolved policy is faster with it (on a
+  CPU; GPUs: off, as before) when `requested` is "auto", off otherwise;
+  True/False: as given. `cpu_flags`, `onednn`, `gpu` (a compute
+  capability, or None for no GPU) replace what is detected.
+  """
+  if requested not in CHOICES:
+    raise ValueError(f"mixed_precision must be one of {', '.join(CHOICES)}; "
+                     f"got {requested!r}")
+  if jit_compile is not None and not isinstance(jit_compile, bool):
+    raise ValueError(f"jit_compile must be True, False or None; got "
+                     f"{jit_compile!r}")
+  if requested != "auto":
+    return PrecisionChoice(requested, bool(jit_compile), "as configured")
+  capability = gpu_capability() if gpu == "detect" else gpu
+  policy, reason = _auto_policy(cpu_flags,
+                                onednn_enabled() if onednn is None else onednn,
+                                capability)
+  if jit_compile is None:
+    xla = capability is None and _CPU_XLA_FASTER[policy]
+    why = ("faster for fp32 on a CPU" if xla else
+           "bf16 runs slower under XLA's CPU backend than through oneDNN"
+           if capability is None and policy == "mixed_bfloat16" else "the default")
+    reason += f"; XLA {'on' if xla else 'off'}: {why}"
+  else:
+    xla = jit_compile
+    reason += f"; XLA {'on' if xla else 'off'} as configured"
+  return PrecisionChoice(policy, xla, "auto: " + reason)
+
+
+class policy_scope:  # pylint: disable=invalid-name
+  """Keras layers built inside take `policy` (restored on exit): a layer's
+  compute dtype is fixed when it is built."""
+
+  def __init__(self, policy: str):
+    if policy not in POLICIES:
+      raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got "
+                       f"{policy!r}")
+    self.policy = policy
+    self._previous = None
+
+  def __enter__(self):
+    import tf_keras  # pylint: disable=g-import-not-at-top
+    self._previous = tf_keras.mixed_precision.global_policy()
+    tf_keras.mixed_precision.set_global_policy(self.policy)
+    return self
+
+  def __exit__(self, *exc):
+    import tf_keras  # pylint: disable=g-import-not-at-top
+    tf_keras.mixed_precision.set_global_policy(self._previous)
