@@ -61,8 +61,10 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="attention_layer_norm")
     build_sublayer(self.attention_layer_norm, [None, None, hidden])
+    # The activation inside the Dense, on 2-D inputs (see `call`): oneDNN
+    # fuses matmul, bias add and GELU into one kernel for inference.
     self.intermediate_dense = tf_keras.layers.Dense(
-        self.intermediate_size,
+        self.intermediate_size, activation=self._activation,
         kernel_initializer=initializer(self.initializer_range),
         name="intermediate")
     build_sublayer(self.intermediate_dense, [None, None, hidden])
@@ -106,8 +108,11 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
 
     # --- feed-forward sub-layer: [batch, seq, intermediate] -> [.., hidden]
     ffn_input = self._norm(self.output_layer_norm, x) if self.norm_first else x
-    inner = self._activation(self.intermediate_dense(ffn_input))
-    ffn_output = self.hidden_dropout(self.output_dense(inner), training=training)
+    shape = tf.shape(ffn_input)
+    hidden = ffn_input.shape[-1]
+    inner = self.intermediate_dense(tf.reshape(ffn_input, [-1, hidden]))
+    ffn_output = tf.reshape(self.output_dense(inner), shape)  # [batch, seq, hidden]
+    ffn_output = self.hidden_dropout(ffn_output, training=training)
     if self.norm_first:
       output = x + ffn_output
     else:
