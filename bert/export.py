@@ -146,9 +146,10 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   fp32: the module as is. bf16: the network under Keras' `mixed_bfloat16`
   policy (fp32 where the CPU has neither AVX512_BF16 nor AMX, with a log
   line saying so). auto: bf16 where this CPU runs it fast (AVX512_BF16 or
-  AMX, and oneDNN on: `bert.precision.choose`), else fp32. int8: the SavedModel as for fp32 (its `serving_default`
-  stays the fp32 reference) plus the network as a dynamic-range int8 TFLite
-  model in `assets.extra/`, which `load_serving` runs.
+  AMX, and oneDNN on: `bert.precision.choose`), else fp32. int8: the
+  SavedModel as for fp32 (its `serving_default` stays the fp32 reference)
+  plus the network as a dynamic-range int8 TFLite model in `assets.extra/`,
+  which `load_serving` runs.
 
   A reduced precision is checked by `gate` first: evaluated against fp32
   and refused (AccuracyGateError, nothing written) when it drops more than

@@ -12,13 +12,14 @@ it is fast, and fp32 elsewhere:
   fp32);
 - any other CPU: `float32`.
 
-XLA follows the precision: XLA's CPU backend does not run bf16 matmuls on
-the bf16 instructions (slower than fp32 without XLA on a Zen 5, `bench/`),
-while fp32 is as fast or faster with it. Explicit settings always win: a
-named policy is used as given, and `jit_compile=True/False` overrides.
+XLA follows the precision: under XLA's CPU backend bf16 runs slower than
+fp32, while oneDNN runs it 1.6-1.8x faster than fp32 (Zen 5,
+bench/RESULTS_BF16.md), and fp32 is as fast or faster with XLA. Explicit
+settings always win: a named policy is used as given, and
+`jit_compile=True/False` overrides.
 
-What is detected is injectable (`cpu_flags`, `onednn`, `gpu_capability`),
-so every branch runs on any machine.
+What is detected is injectable (`cpu_flags`, `onednn`, `gpu`), so every
+branch runs on any machine.
 """
 
 import dataclasses
@@ -27,8 +28,9 @@ from typing import FrozenSet, Optional, Tuple
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 CHOICES = POLICIES + ("auto",)
-# Whether XLA makes a policy's train step faster on a CPU (bench/run.py,
-# bench/RESULTS.md: fp32 XLA >= fp32; bf16 XLA < bf16 through oneDNN).
+# Whether XLA makes a policy's train step faster on a CPU (bench/run.py;
+# bench/RESULTS.md: fp32 XLA >= fp32; RESULTS_BF16.md: bf16 XLA < fp32 XLA
+# < bf16 through oneDNN).
 _CPU_XLA_FASTER = {"float32": True, "mixed_bfloat16": False,
                    "mixed_float16": False}
 
