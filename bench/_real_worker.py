@@ -12,7 +12,7 @@ into rows of the full length, 32 rows per batch) and `FinetuningInputs(pack=
 True)` (each step's 32 examples packed into as few rows as they fill).
 SST-2 and MRPC (`pooled_only` in the spec) run as sentence classification:
 our classifier computes the last layer for the [CLS] rows only
-(`EncoderScaffold.pooled`); SQuAD rows run the whole encoder: inference
+(the encoder's `pooled_only=True`); SQuAD rows run the whole encoder: inference
 outputs every token, and training puts a loss on every real token (a token
 classifier, the cost of span training).
 `hf`: `transformers` BertModel / BertForSequenceClassification in PyTorch,
@@ -59,9 +59,11 @@ def _ours(spec, model_dir):
     from bert.data import packing  # pylint: disable=g-import-not-at-top
     encoder = checkpoints.load(model_dir).encoder
     # Sentence classification (sst2, mrpc) needs the pooled vector only, and
-    # our classifier computes it with `encoder.pooled`; SQuAD needs every
+    # our classifier computes it with `pooled_only=True`; SQuAD needs every
     # token's output, so there the whole encoder runs.
-    encode = encoder.pooled if spec.get("pooled_only") else encoder
+    pooled_only = bool(spec.get("pooled_only"))
+    encode = lambda x, training: encoder(x, training=training,
+                                         pooled_only=pooled_only)
     forward = tf.function(
         lambda x: dict(pooled_output=tf.cast(
             encode(x, training=False)["pooled_output"], tf.float32)),

@@ -26,7 +26,8 @@ from bert.flops import TRAIN_FACTOR, flops_per_real_token
 from bert.serving import cpu
 from bert.testing import minilm_dir, shared_data_dir
 from bench._real_worker import BATCH
-from bench.run import MATMUL_N, Worker, start_workers
+from bench._protocol import Worker
+from bench.run import HERE, MATMUL_N, ROOT, start_workers
 
 DATASETS = ("sst2", "mrpc", "squad")
 MINILM = BertConfig.preset("all_minilm_l6_v2")
@@ -73,7 +74,8 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
   sets = prepare(folder, squad_questions)
   model = minilm_dir()
   workers = {impl: Worker(f"real_{impl}", [sys.executable, "-m", "bench._real_worker",
-                                           impl, model])
+                                           impl, model], ROOT,
+                          os.path.join(HERE, f".real_{impl}.log"))
              for impl in ("ours", "hf")}
   # The machine's fp32 matmul peak in the same run, as bench.run measures it.
   peak_workers = start_workers(["torch", "tf_ours+onednn"])
