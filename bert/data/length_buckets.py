@@ -181,20 +181,36 @@ def predict_by_length(fn: Callable, features: Mapping[str, np.ndarray],
   full = np.shape(features[mask_key])[-1]
   keys = sequence_keys(features, full)
   order = length_order(features, mask_key)
+  if not len(order):
+    raise ValueError("predict_by_length: no rows")
   cut = bucket_cutter(keys, buckets, mask_key)
-  parts = []
+  collected = RowOutputs(len(order), full, sequence_outputs, pad_value)
   for start in range(0, len(order), batch_size):
     rows = order[start:start + batch_size]
     batch = cut({k: tf.constant(np.asarray(v)[rows]) for k, v in features.items()})
-    out = {k: np.asarray(v) for k, v in fn(batch).items()}
-    for k in sequence_outputs:
-      pad = [(0, 0)] * out[k].ndim
-      pad[1] = (0, full - out[k].shape[1])
-      out[k] = np.pad(out[k], pad, constant_values=pad_value)
-    parts.append(out)
-  if not parts:
-    raise ValueError("predict_by_length: no rows")
-  merged = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-  inverse = np.empty_like(order)
-  inverse[order] = np.arange(len(order))
-  return {k: v[inverse] for k, v in merged.items()}
+    collected.add(rows, fn(batch))
+  return collected.result
+
+
+class RowOutputs:
+  """Batch outputs put back in row order: `add(rows, outputs)` for each
+  batch (rows in any order, batches cut to any bucket); `result` holds one
+  NumPy array per output, those named in `sequence_outputs` ([batch, seq,
+  ...]) padded back to `full` length with `pad_value`."""
+
+  def __init__(self, num_rows: int, full: int,
+               sequence_outputs: Sequence[str] = (), pad_value: float = -1e4):
+    self.num_rows, self.full = num_rows, full
+    self.sequence_outputs, self.pad_value = set(sequence_outputs), pad_value
+    self.result: Dict[str, np.ndarray] = {}
+
+  def add(self, rows, outputs: Mapping[str, object]) -> None:
+    for k, v in outputs.items():
+      v = np.asarray(v)
+      if k in self.sequence_outputs:
+        pad = [(0, 0)] * v.ndim
+        pad[1] = (0, self.full - v.shape[1])
+        v = np.pad(v, pad, constant_values=self.pad_value)
+      if k not in self.result:
+        self.result[k] = np.zeros((self.num_rows,) + v.shape[1:], v.dtype)
+      self.result[k][rows] = v

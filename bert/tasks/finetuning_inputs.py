@@ -198,21 +198,12 @@ class EncodedInputs:
       return self.outputs(model, select(self.features(split)), sequence_outputs)
     call = tf.function(lambda batch: model(batch, training=False),
                        reduce_retracing=True)
-    n = self.records.num_rows(split)
-    result: Dict[str, np.ndarray] = {}
+    collected = lb.RowOutputs(self.records.num_rows(split), self.seq_length,
+                              sequence_outputs)
     ds = self._by_bucket(self.records.lane(split), self.inputs.eval_batch_size)
     for batch in ds.map(self._cutter(split)).prefetch(tf.data.AUTOTUNE):
-      rows = batch["example_row"].numpy()
-      for k, v in call(select(batch)).items():
-        v = np.asarray(v)
-        if k in sequence_outputs:
-          pad = [(0, 0)] * v.ndim
-          pad[1] = (0, self.seq_length - v.shape[1])
-          v = np.pad(v, pad, constant_values=-1e4)
-        if k not in result:
-          result[k] = np.zeros((n,) + v.shape[1:], v.dtype)
-        result[k][rows] = v
-    return result
+      collected.add(batch["example_row"].numpy(), call(select(batch)))
+    return collected.result
 
   def sequence_features(self, data: Arrays) -> Sequence[str]:
     """The features whose last axis is the padded sequence axis."""

@@ -234,6 +234,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
 def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
          log_fn):
   """`run_experiment` once the strategy is set up (and model_dir locked)."""
+  precision = runtime.precision()   # the policy set by `setup`, and its XLA
   replicas = strategy.num_replicas_in_sync
   per_replica = task.global_batch_size // replicas
   if task.global_batch_size % replicas or per_replica % runtime.grad_accumulation_steps:
@@ -247,7 +248,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     if getattr(model, "preprocessor", False) is None and hasattr(task, "preprocessor"):
       model.attach_preprocessor(task.preprocessor())
     optimizer = build_optimizer(optimizer_config)
-    if runtime.precision().policy == "mixed_float16":
+    if precision.policy == "mixed_float16":
       optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
   # Checkpointed: a resumed run continues the dropout masks.
   dropout_rng = dropout_generators(model)
@@ -291,7 +292,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   trainer = Trainer(task, model, optimizer, strategy,
                     grad_accumulation_steps=runtime.grad_accumulation_steps,
                     clip_norm=optimizer_config.clip_norm,
-                    jit_compile=runtime.precision().jit_compile,
+                    jit_compile=precision.jit_compile,
                     train_steps=runtime.train_steps,
                     max_skipped_steps=runtime.max_skipped_steps, log_fn=log_fn)
   # The Controller restores the newest checkpoint (or runs task.initialize).
