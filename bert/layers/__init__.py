@@ -5,6 +5,7 @@ from bert.layers.bert_embedding import BertEmbedding
 from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.classification_head import ClassificationHead
+from bert.layers.dropout import Dropout
 from bert.layers.fused_self_attention import FusedSelfAttention
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert.layers.self_attention_mask import SelfAttentionMask
@@ -12,7 +13,7 @@ from bert.layers.span_head import SpanHead
 from bert.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
-    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead",
+    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead", "Dropout",
     "FusedSelfAttention", "MaskedLMHead",
     "SelfAttentionMask", "SpanHead", "TransformerEncoderBlock", "gather_positions",
     "gelu", "gelu_exact", "get_activation",

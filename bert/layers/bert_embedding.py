@@ -5,6 +5,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
+from bert.layers.dropout import Dropout
 from bert.layers._util import build_sublayer, initializer
 
 
@@ -48,7 +49,7 @@ class BertEmbedding(tf_keras.layers.Layer):
 
     self.layer_norm = tf_keras.layers.LayerNormalization(
         axis=-1, epsilon=layer_norm_epsilon, dtype="float32", name="layer_norm")
-    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
     self.projection = None
     if self.embedding_width != hidden_size:
       self.projection = tf_keras.layers.Dense(

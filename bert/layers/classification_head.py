@@ -3,6 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
+from bert.layers.dropout import Dropout
 from bert.layers._util import build_sublayer, initializer
 
 from bert.layers import activations
@@ -35,7 +36,7 @@ class ClassificationHead(tf_keras.layers.Layer):
     self.activation = activation
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
     self.inner = None
     if inner_dim:
       self.inner = tf_keras.layers.Dense(

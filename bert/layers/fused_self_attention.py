@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
+from bert.layers.dropout import Dropout
 from bert.layers._util import build_sublayer, initializer
 
 
@@ -44,7 +45,7 @@ class FusedSelfAttention(tf_keras.layers.Layer):
     self.num_heads = num_heads
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
-    self.attention_dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.attention_dropout = Dropout(dropout_rate)
 
   def build(self, input_shape):
     hidden = int(input_shape[-1])

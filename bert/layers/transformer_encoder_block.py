@@ -3,6 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
+from bert.layers.dropout import Dropout
 from bert.layers._util import build_sublayer, initializer
 
 from bert.layers import activations
@@ -50,6 +51,9 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     self.layer_norm_epsilon = layer_norm_epsilon
     self.initializer_range = initializer_range
     self._activation = activations.get_activation(intermediate_activation)
+    self._training_activation = activations.get_activation(
+        intermediate_activation, training=True)
+    self._training_step = False   # set by `call` for the Dense's activation
 
   def build(self, input_shape):
     hidden = int(input_shape[-1])
@@ -62,9 +66,11 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         name="attention_layer_norm")
     build_sublayer(self.attention_layer_norm, [None, None, hidden])
     # The activation inside the Dense, on 2-D inputs (see `call`): oneDNN
-    # fuses matmul, bias add and GELU into one kernel for inference.
+    # fuses matmul, bias add and GELU into one kernel for inference (not
+    # with the GELU applied after the layer: grappler then no longer matches
+    # the pattern).
     self.intermediate_dense = tf_keras.layers.Dense(
-        self.intermediate_size, activation=self._activation,
+        self.intermediate_size, activation=self._intermediate_activation,
         kernel_initializer=initializer(self.initializer_range),
         name="intermediate")
     build_sublayer(self.intermediate_dense, [None, None, hidden])
@@ -75,8 +81,15 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="output_layer_norm")
     build_sublayer(self.output_layer_norm, [None, None, hidden])
-    self.hidden_dropout = tf_keras.layers.Dropout(self.hidden_dropout_rate)
+    self.hidden_dropout = Dropout(self.hidden_dropout_rate)
     super().build(input_shape)
+
+  def _intermediate_activation(self, x):
+    # Training takes the GELU whose gradient is hand-written (no fusion is
+    # possible there: the backward pass needs the activation's input).
+    if self._training_step:
+      return self._training_activation(x)
+    return self._activation(x)
 
   def _norm(self, layer_norm, x):
     return tf.cast(layer_norm(x), self.compute_dtype)
@@ -110,7 +123,9 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     ffn_input = self._norm(self.output_layer_norm, x) if self.norm_first else x
     shape = tf.shape(ffn_input)
     hidden = ffn_input.shape[-1]
+    self._training_step = training is True
     inner = self.intermediate_dense(tf.reshape(ffn_input, [-1, hidden]))
+    self._training_step = False                   # [batch * seq, intermediate]
     ffn_output = tf.reshape(self.output_dense(inner), shape)  # [batch, seq, hidden]
     ffn_output = self.hidden_dropout(ffn_output, training=training)
     if self.norm_first:

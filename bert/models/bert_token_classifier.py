@@ -3,6 +3,7 @@
 import tensorflow as tf
 import tf_keras
 
+from bert.layers.dropout import Dropout
 from bert.layers._util import initializer
 from bert.models._base import EncoderModel
 from bert.models.preprocessors import TokenClassifierPreprocessor
@@ -26,7 +27,7 @@ class BertTokenClassifier(EncoderModel):
     super().__init__(encoder, **kwargs)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
-    self.dropout = tf_keras.layers.Dropout(dropout_rate)
+    self.dropout = Dropout(dropout_rate)
     self.dense = tf_keras.layers.Dense(
         num_classes, name="token_logits",
         kernel_initializer=initializer(self.initializer_range))
