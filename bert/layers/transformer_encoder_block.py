@@ -124,8 +124,10 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     shape = tf.shape(ffn_input)
     hidden = ffn_input.shape[-1]
     self._training_step = training is True
-    inner = self.intermediate_dense(tf.reshape(ffn_input, [-1, hidden]))
-    self._training_step = False                   # [batch * seq, intermediate]
+    try:                                          # [batch * seq, intermediate]
+      inner = self.intermediate_dense(tf.reshape(ffn_input, [-1, hidden]))
+    finally:
+      self._training_step = False
     ffn_output = tf.reshape(self.output_dense(inner), shape)  # [batch, seq, hidden]
     ffn_output = self.hidden_dropout(ffn_output, training=training)
     if self.norm_first:
