@@ -85,3 +85,25 @@ def tiny_pretraining_config(dropout=0.1) -> BertConfig:
   return small_config(vocab_size=30522, max_position_embeddings=PRETRAIN_SEQ,
                       hidden_dropout_prob=dropout,
                       attention_probs_dropout_prob=dropout)
+
+
+def write_run(folder, bindings):
+  """A `bert-train` run folder as its loaders read it: the gin-built task's
+  operative_config.gin beside a checkpoint of its (initialised) model. The
+  weights need no training for what the tests check, and tracing a training
+  step would be most of their time."""
+  import gin  # pylint: disable=g-import-not-at-top
+  from bert.training.run import build_task  # pylint: disable=g-import-not-at-top
+  gin.clear_config()
+  try:
+    gin.parse_config(bindings)
+    task = build_task()
+    model = task.build_model()
+    task.initialize(model)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), folder,
+                               max_to_keep=1).save(checkpoint_number=1)
+    with open(os.path.join(folder, "operative_config.gin"), "w") as f:
+      f.write(gin.operative_config_str())
+  finally:
+    gin.clear_config()
+  return folder

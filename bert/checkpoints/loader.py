@@ -13,6 +13,11 @@ Formats (detected from the folder):
                   from its assets (read, never run)
   "keras_hub"     a KerasHub BertBackbone preset: config.json,
                   model.weights.h5, tokenizer.json + assets/tokenizer/
+  "run"           a `bert-train` model_dir (pre-training, fine-tuning or
+                  distillation): the run's operative_config.gin rebuilds its
+                  model, the newest checkpoint gives the weights; its encoder
+                  (a distillation run: the student's) and, for pre-training
+                  runs, the heads
 All but "tf2" go through the canonical TF1-named arrays (bert/checkpoints/
 mapping.py), where every weight is matched strictly.
 """
@@ -39,17 +44,19 @@ from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 from bert.data._io import present
 from bert.data.errors import DataError
+from bert.validation import ConfigError
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models.bert_pretrainer import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
-FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub")
+FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
 WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
 METADATA_FILE = "bert_checkpoint.json"
 GOOGLE_CONFIG = "bert_config.json"
 HF_CONFIG = "config.json"
 VOCAB_FILE = "vocab.txt"
+RUN_CONFIG = "operative_config.gin"   # what makes a folder a bert-train run
 _TF2_PREFIX = "ckpt"
 
 
@@ -86,6 +93,8 @@ def detect_format(path: str) -> str:
     return "tfhub"
   if keras_hub.is_preset(folder):
     return "keras_hub"
+  if RUN_CONFIG in files:
+    return "run"
   hf.reject_pickles(folder)
   if any(f.endswith(".index") for f in files) or "checkpoint" in files:
     keys = _checkpoint_keys(tf1.find_prefix(folder))
@@ -161,6 +170,8 @@ def load(path: str, *, with_heads: bool = False,
   if preprocessor is not None and fmt != "tfhub":
     raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
                           f"this is a {fmt} checkpoint")
+  if fmt == "run":
+    return _load_run(folder, with_heads)
   config, arrays, vocab_file, do_lower_case, source = _read(folder, fmt,
                                                             preprocessor)
   if vocab_file is not None:
@@ -285,6 +296,33 @@ def _load_tf2(folder, result, with_heads):
   if meta.get("has_heads") and not with_heads:
     result.masked_lm = result.next_sentence = None
     result.ignored_variables = ["masked_lm", "next_sentence"]
+
+
+def _load_run(folder, with_heads):
+  """A `bert-train` model_dir's encoder, rebuilt and restored as the run
+  left it (`load_trained_task`, as export and distillation load runs)."""
+  # Imported here: bert.training imports this package.
+  from bert.training import trained_run  # pylint: disable=g-import-not-at-top
+  try:
+    task, model = trained_run.load_trained_task(folder)
+  except (FileNotFoundError, ConfigError, DataError) as e:
+    raise CheckpointError(f"{folder}: a bert-train run that cannot be "
+                          f"loaded: {e}") from None
+  encoder = getattr(model, "encoder", None)
+  if not isinstance(encoder, BertEncoder):
+    raise CheckpointError(f"{folder}: the run's {type(model).__name__} has no "
+                          "BertEncoder")
+  result = BertCheckpoint(config=encoder.config, encoder=encoder,
+                          vocab_file=task.vocab_file,
+                          do_lower_case=task.do_lower_case, format="run")
+  heads = [getattr(model, name, None) for name in ("masked_lm", "next_sentence")]
+  if with_heads and all(h is not None for h in heads):
+    result.masked_lm, result.next_sentence = heads
+  kept = {id(w) for part in (encoder, result.masked_lm, result.next_sentence)
+          if part is not None for w in part.weights}
+  result.ignored_variables = sorted(
+      {w.name for w in model.weights if id(w) not in kept})
+  return result
 
 
 # -------------------------------------------------------------------- save

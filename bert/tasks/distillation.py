@@ -30,6 +30,7 @@ import gin
 import numpy as np
 import tensorflow as tf
 
+from bert import checkpoints
 from bert.config import BertConfig
 from bert.data import ner_data
 from bert.data._io import text_lines
@@ -227,7 +228,14 @@ class DistillationTask(Task):
                           f"{name!r}; known: {', '.join(BertConfig.preset_names())}")
       config = BertConfig.preset(name, vocab_size=teacher.config.vocab_size)
       return EncoderSource(bert_config=config, **same_vocab)
-    return EncoderSource(init_checkpoint=spec)
+    # A checkpoint that records no casing (a pre-training run, a TF1 folder
+    # whose name does not say) reads the teacher's pieces with the teacher's
+    # casing; one that records it keeps it, and `check_same_vocab` refuses
+    # a mismatch.
+    lower_case = checkpoints.load(spec).do_lower_case
+    if lower_case is None:
+      lower_case = teacher.tokenizer.lower_case
+    return EncoderSource(init_checkpoint=spec, do_lower_case=lower_case)
 
   def _layer_map(self) -> Tuple[int, ...]:
     d = self.distillation

@@ -81,7 +81,7 @@ class FinetuningTask(Task):
       raise ConfigError(f"{name}: FinetuningInputs.seq_length={self.seq_length}"
                         " exceeds max_position_embeddings="
                         f"{self.config.max_position_embeddings}")
-    self.vocab_file = encoder.vocab_file
+    self.vocab_file, self.do_lower_case = encoder.vocab_file, encoder.do_lower_case
     self.tokenizer = Tokenizer(encoder.vocab_file,
                                lower_case=encoder.do_lower_case)
     records = None

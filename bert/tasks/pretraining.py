@@ -109,6 +109,8 @@ class PretrainingTask(Task):
     encoder = source.load(owner, with_heads=True)
     self.config = encoder.config
     self.initial_checkpoint = encoder.checkpoint
+    # None where neither EncoderSource nor its checkpoint names them.
+    self.vocab_file, self.do_lower_case = encoder.vocab_file, encoder.do_lower_case
     if inputs.seq_length > self.config.max_position_embeddings:
       raise ConfigError(f"{owner}: PretrainingInputs.seq_length="
                         f"{inputs.seq_length} exceeds max_position_embeddings="

@@ -36,11 +36,18 @@ def load_trained_task(model_dir: str):
       gin.parse_config_file(config, skip_unknown=True)
     except (ValueError, TypeError, SyntaxError) as e:
       raise ConfigError(f"{config}: {gin_error_line(e)}") from None
+    # A loaded run needs its model, not its pre-training data (which may
+    # have moved since): the task must not look for the files.
+    gin.bind_parameter("PretrainingInputs.train_files", "")
+    gin.bind_parameter("PretrainingInputs.eval_files", "")
     task = run.build_task()
   model = task.build_model()
   try:
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-  except (tf.errors.OpError, ValueError) as e:
+    status = tf.train.Checkpoint(model=model).restore(latest)
+    # Every weight of the model must come from the checkpoint (the
+    # optimizer's slots and the step counter need not).
+    status.expect_partial().assert_existing_objects_matched()
+  except (tf.errors.OpError, ValueError, AssertionError) as e:
     raise CheckpointError(f"{latest}: unreadable or not this run's model "
                           f"({type(e).__name__}: "
                           f"{str(e).strip().splitlines()[0][:300]})") from None

@@ -18,7 +18,8 @@ from bert.tasks.configs import DistillationConfig, FinetuningInputs
 from bert.training import RuntimeConfig, run_experiment, trained_run
 from bert.training.run import build_task
 from bert.validation import ConfigError
-from conftest import small_config
+from conftest import (PRETRAIN_SEQ, small_config, tiny_pretraining_config,
+                      write_run)
 import _tasks
 
 
@@ -86,26 +87,6 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
 
 
 # ----------------------------------------------------------- teacher runs
-def _train_teacher(folder, bindings):
-  """A `bert-train` run folder as its loader reads it: the gin-built task's
-  operative_config.gin beside a checkpoint of its (initialised) model. The
-  weights need no training for what these tests check, and tracing a
-  training step would be most of their time."""
-  gin.clear_config()
-  try:
-    gin.parse_config(bindings)
-    task = build_task()
-    model = task.build_model()
-    task.initialize(model)
-    tf.train.CheckpointManager(tf.train.Checkpoint(model=model), folder,
-                               max_to_keep=1).save(checkpoint_number=1)
-    with open(os.path.join(folder, "operative_config.gin"), "w") as f:
-      f.write(gin.operative_config_str())
-  finally:
-    gin.clear_config()
-  return folder
-
-
 def _encoder_bindings(layers=3):
   config = small_config(vocab_size=30522, max_position_embeddings=128,
                         num_hidden_layers=layers).to_dict()
@@ -128,7 +109,7 @@ def classification_teacher(tmp_path):
   tmp_path.mkdir(exist_ok=True)
   d = str(tmp_path)
   files = [_tasks.write_data(d, n, seed) for n, seed in ((128, 0), (64, 1), (40, 2))]
-  return _train_teacher(str(tmp_path / "teacher"), [
+  return write_run(str(tmp_path / "teacher"), [
       "build_task.task_class = @ClassificationTask",
       f"ClassificationData.train_file = '{files[0]}'",
       f"ClassificationData.eval_file = '{files[1]}'",
@@ -141,7 +122,7 @@ def classification_teacher(tmp_path):
 def tagging_teacher(tmp_path):
   tmp_path.mkdir(exist_ok=True)
   data = _tasks.write_conll(tmp_path / "d.conll", 64, 0)
-  return _train_teacher(str(tmp_path / "tagger"), [
+  return write_run(str(tmp_path / "tagger"), [
       "build_task.task_class = @TokenClassificationTask",
       f"TaggingData.train_file = '{data}'", f"TaggingData.eval_file = '{data}'",
       f"TaggingData.predict_file = '{data}'"] + _encoder_bindings(2))
@@ -246,6 +227,28 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   assert task.initial_checkpoint is not None and task.taken is None
   with pytest.raises(ConfigError, match=r"blocks 0\.\.2"):
     DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
+
+
+def test_a_pretraining_run_is_a_student(tmp_path, teacher_dir, pretraining_records):
+  """A student pre-trained with this library: its run folder is the spec. The
+  run records no casing, so the student reads with the teacher's."""
+  config = tiny_pretraining_config().to_dict()
+  run = write_run(str(tmp_path / "pretrained"), [
+      "build_task.task_class = @PretrainingTask",
+      f"EncoderSource.bert_config = {config!r}",
+      f"EncoderSource.vocab_file = '{_tasks.vocab()}'",
+      f"PretrainingInputs.train_files = '{pretraining_records}'",
+      f"PretrainingInputs.seq_length = {PRETRAIN_SEQ}"])
+  task = DistillationTask(teacher=teacher_dir, student=run, inputs=INPUTS)
+  assert task.initial_checkpoint.format == "run" and task.taken is None
+  assert task.student_task.tokenizer.lower_case is True
+  model = task.build_model()
+  task.initialize(model)
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(run))
+  table = reader.get_tensor("model/encoder/embedding_layer/word_embeddings/"
+                            ".ATTRIBUTES/VARIABLE_VALUE")
+  np.testing.assert_array_equal(
+      model.student.encoder.get_embedding_table().numpy(), table)
 
 
 def test_teacher_kind_is_the_models_own_and_a_pretrainer_cannot_teach():
