@@ -3,7 +3,8 @@
   bert-convert --input=PATH --output=PATH --to=tf2|tf1|hf|model_garden [--with_heads]
 
 The input format is detected (google-research TF1, Model Garden TF2, Hugging
-Face safetensors, or this library's TF2). Every weight is matched strictly;
+Face safetensors, TF Hub SavedModels, KerasHub presets, this library's TF2, or
+a bert-train run's model_dir). Every weight is matched strictly;
 a mismatch stops with an error naming the variable, shapes and file. The
 output folder is written atomically (replaced only once complete).
 """
@@ -22,8 +23,10 @@ flags.DEFINE_enum("to", "tf2", ["tf2", "tf1", "hf", "model_garden"],
                   "model_garden (tf.train.Checkpoint(encoder=...) that "
                   "tfm.nlp.networks.BertEncoder restores).")
 flags.DEFINE_enum("from_format", None,
-                  ["tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub"],
-                  "Input format; detected when not given.")
+                  ["tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub",
+                   "run"],
+                  "Input format; detected when not given (run: a bert-train "
+                  "model_dir).")
 flags.DEFINE_bool("with_heads", True,
                   "Carry the pre-training heads (masked LM, next sentence) "
                   "over when the input has them.")

@@ -111,3 +111,16 @@ def test_a_folder_without_a_checkpoint_is_a_clear_error(tmp_path):
       "build_task.task_class = @PretrainingTask\n")
   with pytest.raises(CheckpointError, match=f"{folder}.*no checkpoint"):
     checkpoints.load(str(folder))
+
+
+def test_a_run_converts_to_hugging_face(pretraining_run, tmp_path):
+  """What `bert-convert --input=RUN --to=hf` does: the run's encoder and heads
+  written as safetensors and read back equal."""
+  ckpt = checkpoints.load(pretraining_run, with_heads=True)
+  out = checkpoints.save(ckpt, str(tmp_path / "hf"), format="hf",
+                         do_lower_case=True)
+  back = checkpoints.load(out, with_heads=True)
+  assert back.format == "hf" and back.has_heads and back.do_lower_case is True
+  assert _values(back.encoder.weights) == _values(ckpt.encoder.weights)
+  assert (_values(back.masked_lm.weights + back.next_sentence.weights)
+          == _values(ckpt.masked_lm.weights + ckpt.next_sentence.weights))
