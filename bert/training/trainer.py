@@ -153,9 +153,16 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
                               tf.cast(v, tf.float32))
             for k, v in task.loss_denominators(features).items()}
     tvars = self.model.trainable_variables
+    # With one replica and one micro-batch, nothing sums the gradients
+    # before clipping, so the word embedding's stays IndexedSlices (the
+    # looked-up rows) through the norm and the clip, and becomes dense only
+    # for the fused Adam update below: two passes over the whole table fewer
+    # per step.
+    sparse = (n == 1 and ctx.num_replicas_in_sync == 1
+              and not self.jit_compile)
 
     def micro_step(micro):
-      loss, grads, stats = self._grad_fn(micro, dens)
+      loss, grads, stats = self._grad_fn(micro, dens, dense=not sparse)
       self._record(stats)
       return loss, grads
 
@@ -195,6 +202,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self._bad_loss.assign(tf.where(
         (self._first_bad_step == self.optimizer.iterations) & tf.logical_not(finite),
         loss, self._bad_loss))
+    grads = [tf.convert_to_tensor(g) for g in grads]
     self.optimizer.apply_gradients(zip(grads, tvars),
                                    experimental_aggregate_gradients=False)
 
@@ -208,9 +216,11 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self._skipped_in_a_row.assign((self._skipped_in_a_row + 1) * skipped)
     self._skipped_in_loop.assign_add(skipped)
 
-  def _micro_gradients(self, micro, dens):
-    """(loss, dense gradients, stats) of one micro-batch; the loss is the sum
-    of the task's loss numerators over the *global* denominators `dens`."""
+  def _micro_gradients(self, micro, dens, dense=True):
+    """(loss, gradients, stats) of one micro-batch; the loss is the sum of
+    the task's loss numerators over the *global* denominators `dens`.
+    Gradients are dense tensors, or with `dense=False` IndexedSlices where
+    the tape gives them (embedding lookups)."""
     task = self.task
     tvars = self.model.trainable_variables
     with tf.GradientTape() as tape:
@@ -220,7 +230,8 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
       scaled = self.optimizer.get_scaled_loss(loss) if self._loss_scaled else loss
     grads = tape.gradient(scaled, tvars)
     # Dense: IndexedSlices from embedding lookups cannot be summed in a loop.
-    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+    grads = [tf.zeros_like(v) if g is None
+             else tf.convert_to_tensor(g) if dense else _summed_rows(g)
              for g, v in zip(grads, tvars)]
     return loss, grads, stats
 
@@ -309,3 +320,13 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
       self.log_fn("eval | step " + str(int(self.optimizer.iterations.numpy()))
                   + " | " + " | ".join(f"{k} {v:.4f}" for k, v in out.items()))
     return out
+
+
+def _summed_rows(grad):
+  """`grad` with each row of an IndexedSlices once (repeated ids summed), so
+  its values' norm is the norm of the dense gradient."""
+  if not isinstance(grad, tf.IndexedSlices):
+    return grad
+  rows, slot = tf.unique(grad.indices)
+  values = tf.math.unsorted_segment_sum(grad.values, slot, tf.size(rows))
+  return tf.IndexedSlices(values, rows, grad.dense_shape)

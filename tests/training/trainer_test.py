@@ -55,6 +55,9 @@ def max_diff(a, b):
 def test_grad_accumulation_equals_one_large_batch(records, tmp_path):
   # 4 micro-batches of 2 == one batch of 8: the masked-LM loss is normalised
   # by the real predictions of the whole batch, not of each micro-batch.
+  # Also sparse == dense clipping: one micro-batch keeps the embeddings'
+  # gradients IndexedSlices through the global-norm clip (repeated ids must
+  # be summed first), four sum them densely.
   _, one = train(make_task(records), tmp_path / "one")
   _, accumulated = train(make_task(records), tmp_path / "acc",
                          grad_accumulation_steps=4)
