@@ -163,6 +163,41 @@ def test_embedding_matches_numpy_and_positions():
                       out) > 1e-3
 
 
+def _ops_reading(fn, variable, op_type, *args):
+  """The `op_type` ops of tf.function `fn`'s graph that take `variable`."""
+  concrete = tf.function(fn).get_concrete_function(*args)
+  inner = [internal for external, internal in concrete.graph.captures
+           if external is variable.handle]
+  return [op for op in concrete.graph.get_operations()
+          if op.type == op_type and any(t is i for t in op.inputs for i in inner)]
+
+
+def test_word_table_is_gathered_from_a_dense_read():
+  # A sparse read (ResourceGather) puts the variable in copy-on-read mode for
+  # good, and then AdamW's weight decay copies the whole table every step.
+  from bert import precision
+  with precision.policy_scope("mixed_bfloat16"):
+    emb = layers.BertEmbedding(vocab_size=20, hidden_size=8,
+                               max_position_embeddings=10)
+  ids = tf.constant([[1, 5, 7, 5]], tf.int32)
+  emb(ids)
+  table = emb.word_embeddings
+  assert not _ops_reading(lambda x: emb(x, training=True), table,
+                          "ResourceGather", ids)
+  assert _ops_reading(lambda x: emb(x, training=True), table,
+                      "ReadVariableOp", ids)
+  # Negative control: the check sees a sparse read where there is one.
+  assert _ops_reading(lambda x: tf.gather(table, x), table, "ResourceGather", ids)
+  # The table stays float32 (rows cast after the gather), and its gradient
+  # is still the looked-up rows only.
+  assert table.dtype == tf.float32 and emb(ids).dtype == tf.bfloat16
+  with tf.GradientTape() as tape:
+    loss = tf.reduce_sum(tf.cast(emb(ids, training=False), tf.float32))
+  grad = tape.gradient(loss, table)
+  assert isinstance(grad, tf.IndexedSlices)
+  assert sorted(grad.indices.numpy().tolist()) == [1, 5, 5, 7]
+
+
 def test_embedding_factorised_projection():
   emb = layers.BertEmbedding(vocab_size=20, hidden_size=16, embedding_size=4,
                              max_position_embeddings=10)
