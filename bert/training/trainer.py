@@ -154,10 +154,10 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
             for k, v in task.loss_denominators(features).items()}
     tvars = self.model.trainable_variables
     # With one replica and one micro-batch, nothing sums the gradients
-    # before clipping, so the word embedding's stays IndexedSlices (the
-    # looked-up rows) through the norm and the clip, and becomes dense only
-    # for the fused Adam update below: two passes over the whole table fewer
-    # per step.
+    # before clipping, so the embeddings' gradients stay IndexedSlices (the
+    # looked-up rows) through the norm and the clip, and become dense only
+    # for the fused Adam update below: two passes over the whole word table
+    # fewer per step. (An XLA-compiled `_grad_fn` returns dense gradients.)
     sparse = (n == 1 and ctx.num_replicas_in_sync == 1
               and not self.jit_compile)
 
