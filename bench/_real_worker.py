@@ -8,8 +8,9 @@ length order, batches cut to a few fixed lengths); fine-tuning through this
 library's training loop (`bert.training.Trainer`) fed by
 `FinetuningTask.build_inputs` (length-grouped batches cut to their bucket).
 With `pack` in the spec: `bert.data.packing.predict_packed` (examples packed
-into rows of the full length, 32 rows per batch) and `FinetuningInputs(pack=
-True)` (each step's 32 examples packed into as few rows as they fill).
+into rows of the length `choose_row_length` picks, 32 rows per batch) and
+`FinetuningInputs(pack=True)` (each step's 32 examples packed into as few rows
+of its chosen length as they fill).
 SST-2 and MRPC (`pooled_only` in the spec) run as sentence classification:
 our classifier computes the last layer for the [CLS] rows only
 (the encoder's `pooled_only=True`); SQuAD rows run the whole encoder: inference
@@ -57,7 +58,8 @@ def _ours(spec, model_dir):
   if spec["mode"] == "infer":
     from bert import checkpoints  # pylint: disable=g-import-not-at-top
     from bert.data import packing  # pylint: disable=g-import-not-at-top
-    encoder = checkpoints.load(model_dir).encoder
+    loaded = checkpoints.load(model_dir)
+    encoder = loaded.encoder
     # Sentence classification (sst2, mrpc) needs the pooled vector only, and
     # our classifier computes it with `pooled_only=True`; SQuAD needs every
     # token's output, so there the whole encoder runs.
@@ -70,10 +72,15 @@ def _ours(spec, model_dir):
         jit_compile=spec.get("xla", False))
     real = int(inputs["input_mask"].sum())
     name = "packed" if spec.get("pack") else "ours"
+    # The library's choice of packed row length (as `FinetuningInputs(pack=
+    # True)` makes it for predictions): the bucket of least estimated cost.
+    row_length = packing.choose_row_length(
+        inputs["input_mask"].sum(1), buckets, loaded.config.hidden_size)
 
     def infer():
       if spec.get("pack"):
-        out = packing.predict_packed(forward, inputs, BATCH, seq)
+        out = packing.predict_packed(forward, inputs, BATCH, seq,
+                                     row_length=row_length)
       else:
         out = lb.predict_by_length(forward, inputs, BATCH, buckets)
       np.save(spec["data"] + f".{name}_pooled.npy", out["pooled_output"])

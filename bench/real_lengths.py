@@ -22,6 +22,8 @@ import time
 import numpy as np
 
 from bert.config import BertConfig
+from bert.data.length_buckets import default_length_buckets
+from bert.data.packing import choose_row_length
 from bert.flops import TRAIN_FACTOR, flops_per_real_token
 from bert.serving import cpu
 from bert.testing import minilm_dir, shared_data_dir
@@ -122,7 +124,9 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
          "state in both. " if bf16 else ""),
       f"Ours: length buckets (inference in length order, training batches grouped "
       f"by length, each cut to its bucket); ours packed: examples packed into "
-      f"rows of the full length (inference: 32 rows per batch; training: each "
+      f"rows of the length the library picks (`choose_row_length`: the length "
+      f"bucket of least estimated cost that holds the longest example; shown as "
+      f"*rows of N* beside the mode; inference: 32 rows per batch; training: each "
       f"step's 32 examples in as few rows as they fill). Hugging Face PyTorch: file order "
       f"(inference) or random batches (training), each padded to its longest row. "
       f"SST-2 and MRPC run as sentence classification (ours computes the last "
@@ -157,12 +161,17 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
           MINILM, lengths, BATCH, pooled_only=name != "squad",
           random_batches=2000 if mode == "train" else 0)
       factor = TRAIN_FACTOR if mode == "train" else 1
+      # The packed row length the worker's library code picks (the same call).
+      row_length = choose_row_length(lengths, default_length_buckets(seq),
+                                     MINILM.hidden_size,
+                                     BATCH if mode == "train" else None)
       cell = lambda v: (f"{statistics.median(v):,.0f} "
                         f"({min(v):,.0f}-{max(v):,.0f})")
       ours, packed, hf = (rates[(name, mode, impl)]
                           for impl in ("ours", "packed", "hf"))
       lines.append(
-          f"| {name} ({rows}, {seq}, {mean:.0f}) | {mode} | {cell(ours)} | "
+          f"| {name} ({rows}, {seq}, {mean:.0f}) | {mode} (rows of {row_length}) | "
+          f"{cell(ours)} | "
           f"{cell(packed)} | {cell(hf)} | "
           f"{statistics.median(ours) / statistics.median(hf):.2f}x | "
           f"{statistics.median(packed) / statistics.median(hf):.2f}x | "

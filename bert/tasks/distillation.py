@@ -180,7 +180,8 @@ class DistillationTask(Task):
         ("accuracy",) if self.kind in ("classification", "tokens") else ())
     st = self.student_task
     self.pipeline = EncodedInputs(self.encode, st.inputs, st.seq_length,
-                                  st.length_buckets, {}, owner)
+                                  st.length_buckets, {}, owner,
+                                  st.config.hidden_size)
     self._transfer_origins: List[str] = []
     logging.info(
         "%s: teacher %s (%s, %s), student %s (%d layers, hidden %d); T=%g, "

@@ -91,7 +91,8 @@ class FinetuningTask(Task):
                     encoder.do_lower_case, self.seq_length)
     self.pipeline = EncodedInputs(self.encode, self.inputs, self.seq_length,
                                   self.length_buckets, self.pack_pad_values,
-                                  name, records=records)
+                                  name, self.config.hidden_size,
+                                  records=records)
 
   def records_task_name(self) -> str:
     """What `bert-create-finetuning-data` records as the writer of this

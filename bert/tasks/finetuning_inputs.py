@@ -40,6 +40,8 @@ class EncodedInputs:
     pack_pad_values: fill values of per-token features between packed
       examples.
     owner: names the task in log lines.
+    hidden_size: the encoder's width, which weighs attention against the
+      dense layers when the packed row length is chosen.
     records: the splits as TFRecords (`bert.data.finetuning_records`),
       streamed instead of `encode`d; the same rows in the same order.
   """
@@ -47,6 +49,7 @@ class EncodedInputs:
   def __init__(self, encode: Callable[[str], Arrays], inputs: FinetuningInputs,
                seq_length: int, length_buckets: Sequence[int],
                pack_pad_values: Mapping[str, int], owner: str,
+               hidden_size: int,
                records: Optional[FinetuningRecords] = None):
     self._encode = encode
     self.inputs = inputs
@@ -55,7 +58,18 @@ class EncodedInputs:
     self._pack_pad_values = dict(pack_pad_values)
     self._owner = owner
     self.records = records
+    self.hidden_size = hidden_size
     self._cache: Dict[str, Arrays] = {}
+    self._train_pack_length: Optional[int] = None
+    pack_length = inputs.pack_length
+    if pack_length is not None and pack_length > seq_length:
+      raise ConfigError(f"{owner}: FinetuningInputs.pack_length={pack_length} "
+                        f"exceeds seq_length={seq_length}")
+    if pack_length is not None and records is not None and pack_length < seq_length:
+      raise ConfigError(
+          f"{owner}: FinetuningInputs.pack_length={pack_length} with records="
+          f"{records.folder}: streamed rows' lengths are not known before "
+          "training, so packed rows stay at seq_length; leave pack_length unset")
 
   def features(self, split: str) -> Arrays:
     """`encode(split)` (or the split's records, read into memory), computed
@@ -135,7 +149,8 @@ class EncodedInputs:
       # Packed batches are packed from whole batches of rows of any length.
       return ds.map(packing.batch_packer(
           ds.element_spec, self.seq_length, inputs.max_per_row,
-          self._pack_pad_values)).prefetch(tf.data.AUTOTUNE)
+          self._pack_pad_values, self.train_pack_length())).prefetch(
+              tf.data.AUTOTUNE)
     return ds.map(self._cutter("train")).prefetch(tf.data.AUTOTUNE)
 
   def _eval_dataset(self, input_context) -> tf.data.Dataset:
@@ -225,18 +240,60 @@ class EncodedInputs:
     if self.inputs.pack:
       return packing.predict_packed(
           call, model_inputs, self.inputs.eval_batch_size, self.seq_length,
-          self.inputs.max_per_row, sequence_outputs)
+          self.inputs.max_per_row, sequence_outputs,
+          row_length=self.pack_length(model_inputs["input_mask"]))
     return lb.predict_by_length(call, model_inputs, self.inputs.eval_batch_size,
                                 self.length_buckets, sequence_outputs)
+
+  def pack_length(self, input_mask: np.ndarray,
+                  batch_size: Optional[int] = None) -> int:
+    """The length of packed rows for examples with `input_mask`, packed in
+    batches of `batch_size` examples (None: all at once):
+    `FinetuningInputs.pack_length` if every example fits in it, else the
+    length bucket `packing.choose_row_length` picks (the row length changes
+    no output, only the cost)."""
+    lengths = np.asarray(input_mask).astype(bool).sum(-1)
+    given = self.inputs.pack_length
+    if given is not None and (not len(lengths) or lengths.max() <= given):
+      return given
+    return packing.choose_row_length(
+        lengths, self.length_buckets, self.hidden_size, batch_size,
+        self.inputs.max_per_row)
+
+  def train_pack_length(self) -> int:
+    """The length of packed training rows (see `pack_length`); seq_length
+    for rows streamed from TFRecords. A `pack_length` shorter than a
+    training example is a ConfigError naming it."""
+    if self._train_pack_length is None:
+      if self.records is not None:
+        self._train_pack_length = self.seq_length
+      else:
+        mask = self.features("train")["input_mask"]
+        given = self.inputs.pack_length
+        lengths = np.asarray(mask).astype(bool).sum(-1)
+        if given is not None and len(lengths) and lengths.max() > given:
+          row = int(np.argmax(lengths))
+          raise ConfigError(
+              f"{self._owner}: FinetuningInputs.pack_length={given} is shorter "
+              f"than training row {row} ({int(lengths[row])} tokens); use >= "
+              f"{int(lengths.max())} or leave it unset")
+        self._train_pack_length = self.pack_length(
+            mask, self.inputs.global_batch_size)
+    return self._train_pack_length
 
   def packing_summary(self, data: Arrays) -> str:
     """How full the packed training rows are, for the log."""
     lengths = np.asarray(data["input_mask"]).astype(bool).sum(-1)
     batch = self.inputs.global_batch_size
-    rows = [len(packing.pack_rows(lengths[i:i + batch], self.seq_length,
+    row_length = self.train_pack_length()
+    rows = [len(packing.pack_rows(lengths[i:i + batch], row_length,
                                   self.inputs.max_per_row))
             for i in range(0, len(lengths) - batch + 1, batch)]
+    chosen = ("FinetuningInputs.pack_length" if self.inputs.pack_length
+              else "chosen by estimated cost")
+    real = lengths[:len(rows) * batch].sum() / max(1, sum(rows) * row_length)
     return (f"packed rows: {batch} examples per step in {np.mean(rows):.1f} "
-            f"rows of {self.seq_length} on average (file order); "
-            f"{lengths.mean() / self.seq_length:.0%} of an unpacked row is "
-            "real tokens")
+            f"rows of {row_length} ({chosen}; seq_length {self.seq_length}) "
+            f"on average (file order); {real:.0%} of the packed positions "
+            f"are real tokens, {lengths.mean() / self.seq_length:.0%} of "
+            "unpacked ones")

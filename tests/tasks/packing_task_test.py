@@ -48,12 +48,18 @@ def test_packed_steps_hold_the_batch_examples(tmp_path):
   n = len(task.features("train")["input_word_ids"])
   packed_batches = list(task.build_inputs(None, training=True).take(n // 8))
   plain_batches = list(plain.build_inputs(None, training=True).take(n // 8))
+  # The examples (<= 42 tokens) go into rows of the 64 bucket, not SEQ.
+  longest = task.features("train")["input_mask"].sum(1).max()
+  assert 32 < longest <= 64 < SEQ
+  assert task.pipeline.train_pack_length() == 64
+  assert "rows of 64 (chosen by estimated cost; seq_length 128)" in (
+      task.pipeline.train_summary())
   seen = []
   for p, q in zip(packed_batches, plain_batches):
     slots = p["packed_example_mask"].numpy() > 0
     rows = p["example_row"].numpy()[slots]
     assert sorted(rows) == sorted(q["example_row"].numpy())   # same examples
-    assert p["input_word_ids"].shape[1] == SEQ
+    assert p["input_word_ids"].shape[1] == 64
     assert len(p["input_word_ids"]) < 8                        # fewer rows
     assert (slots.sum(1) <= 4).all()
     seen.extend(rows)
@@ -99,6 +105,30 @@ def test_packed_training_and_predictions_equal_unpacked(tmp_path, make):
   if make == "ner":   # per-token logits: compare the real tokens
     mask = build(pack=False).features("predict")["input_mask"] > 0
   assert max_abs_diff(logits[False][mask], logits[True][mask]) <= 1e-4
+
+
+def test_pack_length_sets_the_rows_or_names_what_does_not_fit(tmp_path):
+  def task(**inputs):
+    return classification_task(tmp_path, inputs=dataclasses.replace(
+        CLASSIFICATION_INPUTS, pack=True, **inputs))
+
+  full = task(pack_length=SEQ)
+  batch = next(iter(full.build_inputs(None, training=True)))
+  assert batch["input_word_ids"].shape[1] == SEQ
+  assert "FinetuningInputs.pack_length" in full.pipeline.train_summary()
+  longest = int(full.features("train")["input_mask"].sum(1).max())
+  row = int(np.argmax(full.features("train")["input_mask"].sum(1)))
+  with pytest.raises(ValueError, match=(
+      rf"^ClassificationTask: FinetuningInputs\.pack_length={longest - 1} is "
+      rf"shorter than training row {row} \({longest} tokens\); use >= {longest}")):
+    task(pack_length=longest - 1).build_inputs(None, training=True)
+  with pytest.raises(ValueError, match=(
+      rf"^ClassificationTask: FinetuningInputs\.pack_length={SEQ + 1} exceeds "
+      rf"seq_length={SEQ}")):
+    task(pack_length=SEQ + 1)
+  with pytest.raises(ValueError, match=r"FinetuningInputs\.pack_length must be "
+                     r"an integer >= 1 or None, got 0"):
+    FinetuningInputs(pack_length=0)
 
 
 def test_tasks_without_packed_rows_refuse_pack(tmp_path):

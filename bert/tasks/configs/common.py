@@ -117,6 +117,11 @@ class FinetuningInputs:
       `packable = True`; `bert.data.packing`): a step sees the same examples
       and computes the same loss, on fewer positions.
     max_per_row: the most examples in one packed row.
+    pack_length: the length of packed rows, <= seq_length. None: the length
+      bucket that holds the longest example at the least estimated cost
+      (`bert.data.packing.choose_row_length`): short examples go into short
+      rows, where attention spans fewer positions. Packing never changes a
+      loss or an output, only the cost.
     seed: the training shuffle (and SQuAD's article split).
     records: a folder of `bert-create-finetuning-data`: the splits are
       streamed from its TFRecords instead of encoded from the task's files
@@ -140,6 +145,7 @@ class FinetuningInputs:
   group_by_length: bool = True
   pack: bool = False
   max_per_row: int = 8
+  pack_length: Optional[int] = None
   seed: int = 42
   records: Optional[str] = None
   shuffle_buffer: int = 100_000
@@ -154,6 +160,7 @@ class FinetuningInputs:
                         "a token between [CLS] and [SEP]; use >= 3")
     for name in ("global_batch_size", "eval_batch_size", "max_per_row"):
       check_int(owner, name, getattr(self, name), minimum=1)
+    check_int(owner, "pack_length", self.pack_length, minimum=1, optional=True)
     check_int(owner, "seed", self.seed, minimum=0)
     check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
     lanes = check_int(owner, "lanes", self.lanes, minimum=1, optional=True)
