@@ -70,8 +70,13 @@ def _worker(workers, impl):
   return workers["ours" if impl == "packed" else impl]
 
 
-def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
-  """Runs the benchmark; returns the markdown section."""
+def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False,
+        datasets=DATASETS):
+  """Runs the benchmark on `datasets` (a subset of DATASETS); returns the
+  markdown section."""
+  unknown = sorted(set(datasets) - set(DATASETS))
+  if unknown or not datasets:
+    raise ValueError(f"datasets must be some of {DATASETS}, got {datasets!r}")
   folder = tempfile.mkdtemp(prefix="bench_real_")
   sets = prepare(folder, squad_questions)
   model = minilm_dir()
@@ -84,7 +89,7 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
   peak_spec = dict(model="matmul", mode="matmul", batch=1, seq=MATMUL_N, xla=False)
   peaks = {}
   # "packed" runs in the "ours" worker with packing switched on.
-  jobs = [(name, mode, impl) for name in DATASETS for mode in ("infer", "train")
+  jobs = [(name, mode, impl) for name in datasets for mode in ("infer", "train")
           for impl in ("ours", "packed", "hf")]
   rates = {}
   started = time.time()
@@ -148,7 +153,7 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False):
       "HF GFLOP/s | ceiling / HF | "
       "max abs diff of pooled outputs vs HF (buckets, packed) |",
       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-  for name in DATASETS:
+  for name in datasets:
     path, rows, seq, mean = sets[name]
     hf_pooled = np.load(path + ".hf_pooled.npy")
     diffs = ", ".join(
@@ -188,11 +193,17 @@ def main():
   parser.add_argument("--train_steps", type=int, default=8)
   parser.add_argument("--squad_questions", type=int, default=600)
   parser.add_argument("--output", default=None)
+  parser.add_argument("--datasets", default=",".join(DATASETS),
+                      help="comma-separated subset of " + ",".join(DATASETS))
   parser.add_argument("--bf16", action="store_true",
                       help="every implementation in bf16 (see bench._real_worker)")
   args = parser.parse_args()
+  datasets = tuple(args.datasets.split(","))
+  if not set(datasets) <= set(DATASETS):
+    parser.error(f"--datasets must be some of {','.join(DATASETS)}, got "
+                 f"{args.datasets!r}")
   report = run(args.repeats, args.train_steps, args.squad_questions,
-               bf16=args.bf16)
+               bf16=args.bf16, datasets=datasets)
   print(report)
   if args.output:
     with open(args.output, "w") as f:
