@@ -11,9 +11,10 @@ nothing heavy: the command-line tools use it before TensorFlow is loaded.
 import numbers
 import re
 from typing import Any, Iterable, Optional
+from bert.errors import UserError
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
   """A config field has a wrong type or value; the message names it."""
 
 

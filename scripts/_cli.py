@@ -26,18 +26,14 @@ FAILURE_EXIT = 1
 
 
 def _user_errors():
-  """Exception types that mean the input is wrong, not the library."""
-  # Imported here: loading them imports TensorFlow, which --help and flag
+  """Exception types that mean the input is wrong, not the library: the
+  library's `UserError`s, and the OS's errors about a path (a missing,
+  existing, read-only or wrong-kind file or folder; the library's own
+  messages name the path, and `one_line` adds it to the OS's)."""
+  # Imported here: loading bert imports TensorFlow, which --help and flag
   # errors do without.
-  from bert.checkpoints.errors import CheckpointError  # pylint: disable=g-import-not-at-top
-  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
-  from bert.pretrained import DownloadError  # pylint: disable=g-import-not-at-top
-  from bert.training.model_dir_lock import ModelDirInUseError  # pylint: disable=g-import-not-at-top
-  from bert.validation import ConfigError  # pylint: disable=g-import-not-at-top
-  return (app.UsageError, ConfigError, DataError, CheckpointError,
-          ModelDirInUseError, DownloadError, FileNotFoundError,
-          FileExistsError, IsADirectoryError, NotADirectoryError,
-          PermissionError)
+  from bert.errors import UserError  # pylint: disable=g-import-not-at-top
+  return (app.UsageError, UserError, OSError)
 
 
 def _run_failures():
@@ -50,6 +46,14 @@ def _run_failures():
 def one_line(error: BaseException) -> str:
   """The message of `error` on one line (gin's source echo dropped)."""
   from bert.validation import gin_error_line  # pylint: disable=g-import-not-at-top
+  if (isinstance(error, OSError) and error.filename is not None
+      and error.strerror):
+    # The OS's own `[Errno 13] Permission denied: 'x'`, as the library's
+    # errors read: the path first, then what is wrong with it.
+    text = f"{error.filename}: {error.strerror}"
+    if error.filename2 is not None:
+      text += f" (-> {error.filename2})"
+    return text
   text = gin_error_line(error)
   return " ".join(text.split()) or type(error).__name__
 

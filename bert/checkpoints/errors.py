@@ -1,7 +1,9 @@
 """Errors raised when a checkpoint cannot be read as asked."""
 
+from bert.errors import UserError
 
-class CheckpointError(ValueError):
+
+class CheckpointError(UserError, ValueError):
   """A checkpoint folder or file is missing, unreadable or of unknown format."""
 
 

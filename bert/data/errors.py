@@ -1,5 +1,7 @@
 """The error of malformed input data."""
 
+from bert.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
   """Malformed input data; the message names the file and line."""

@@ -5,8 +5,10 @@ disk, and a caller that already handles I/O errors handles these too. Each
 message is one line that names the URL or file and says what to do.
 """
 
+from bert.errors import UserError
 
-class DownloadError(OSError):
+
+class DownloadError(UserError, OSError):
   """A preset could not be downloaded (network, HTTP status, truncated body)."""
 
 

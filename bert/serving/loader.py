@@ -15,13 +15,14 @@ from typing import Callable, Dict, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
 
 MANIFEST = os.path.join("assets.extra", "serving.json")
 MANIFEST_FORMAT = "bert-serving"
 
 
-class ServingError(ValueError):
+class ServingError(UserError, ValueError):
   """A serving export that cannot be loaded (one line, naming the file)."""
 
 

@@ -16,11 +16,12 @@ import json
 import os
 import socket
 import time
+from bert.errors import UserError
 
 LOCK_FILE = ".bert_train.lock"
 
 
-class ModelDirInUseError(RuntimeError):
+class ModelDirInUseError(UserError, RuntimeError):
   """Another live run holds the model_dir's lock."""
 
 
