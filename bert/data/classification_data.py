@@ -6,7 +6,6 @@ is *not* a quote character), and a generic reader for TSV/CSV/JSONL files
 with named columns. Every problem names the file and line.
 """
 
-import contextlib
 import csv
 import dataclasses
 import json
@@ -148,6 +147,60 @@ def _parse_label(raw: str, labels: Optional[Sequence[str]], path, number) -> Lab
   return raw
 
 
+def _csv_rows(path: str):
+  """(line number of its first line, fields) of each record of a CSV file;
+  a malformed record (a stray carriage return, a field past csv's size
+  limit) is a DataError naming its line."""
+  reader = csv.reader(line for _, line in text_lines(path))
+  while True:
+    start = reader.line_num + 1
+    try:
+      row = next(reader)
+    except StopIteration:
+      return
+    except csv.Error as e:
+      raise DataError(f"{path}:{reader.line_num or start}: not valid CSV "
+                      f"({e})") from None
+    yield start, row
+
+
+def _json_lines(path: str):
+  """(line number, object) of each non-blank line of a JSON-lines file."""
+  for number, line in text_lines(path):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+      raise DataError(f"{path}:{number}: not valid JSON (nested too "
+                      "deeply)") from None
+    except ValueError as e:   # an integer of more than 4300 digits
+      raise DataError(f"{path}:{number}: not valid JSON ({e})") from None
+    if not isinstance(record, dict):
+      raise DataError(f"{path}:{number}: expected a JSON object per line")
+    yield number, record
+
+
+def _text_field(record: dict, key: str, path: str, number: int) -> str:
+  value = record[key]
+  if not isinstance(value, str):
+    # str(None) would train on the text "None".
+    raise DataError(f"{path}:{number}: field {key!r} must be a string, got "
+                    f"{'null' if value is None else type(value).__name__}")
+  return value
+
+
+def _label_field(record: dict, key: str, path: str, number: int) -> str:
+  value = record[key]
+  if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+    raise DataError(f"{path}:{number}: field {key!r} must be a string or a "
+                    f"number, got "
+                    f"{'null' if value is None else type(value).__name__}")
+  return str(value)
+
+
 def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
                  label: Optional[str] = None,
                  labels: Optional[Sequence[str]] = None) -> List[Example]:
@@ -155,48 +208,22 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
 
   Columns are named: `text_a`, `text_b`, `label` are header names (TSV/CSV)
   or keys (JSONL). With `labels`, labels must be among them (as strings);
-  without, a label column is read as a float (regression).
+  without, a label column is read as a float (regression). JSON texts must
+  be strings and labels strings or numbers.
   """
   ext = os.path.splitext(path)[1].lower()
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: no such file")
   wanted = [c for c in (text_a, text_b, label) if c]
-  rows = []
-  with contextlib.nullcontext(line for _, line in text_lines(path)) as f:
-    if ext in (".jsonl", ".json"):
-      for number, line in enumerate(f, start=1):
-        if not line.strip():
-          continue
-        try:
-          record = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise DataError(f"{path}:{number}: not valid JSON ({e.msg})") from None
-        if not isinstance(record, dict):
-          raise DataError(f"{path}:{number}: expected a JSON object per line")
-        rows.append((number, record))
-    elif ext in (".tsv", ".csv", ".txt"):
-      if ext == ".csv":
-        reader = csv.reader(f)
-      else:
-        reader = (line.rstrip("\r\n").split("\t") for line in f)
-      header = None
-      for number, row in enumerate(reader, start=1):
-        if not row or row == [""]:
-          continue
-        if header is None:
-          header = row
-          missing = [c for c in wanted if c not in header]
-          if missing:
-            raise DataError(f"{path}:{number}: header {header} has no column "
-                            f"{missing[0]!r}")
-          continue
-        if len(row) != len(header):
-          raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
-                          f"has {len(header)}")
-        rows.append((number, dict(zip(header, row))))
-    else:
-      raise DataError(f"{path}: unknown extension {ext!r} (use .tsv, .csv or "
-                      ".jsonl)")
+  if ext in (".jsonl", ".json"):
+    rows = list(_json_lines(path))
+  elif ext in (".tsv", ".csv", ".txt"):
+    rows = _table(path, _csv_rows(path) if ext == ".csv" else
+                  ((n, line.rstrip("\r\n").split("\t"))
+                   for n, line in text_lines(path)), wanted)
+  else:
+    raise DataError(f"{path}: unknown extension {ext!r} (use .tsv, .csv or "
+                    ".jsonl)")
   examples = []
   for number, record in rows:
     for c in wanted:
@@ -204,13 +231,35 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
         raise DataError(f"{path}:{number}: no field {c!r}")
     value = None
     if label:
-      value = _parse_label(str(record[label]), labels, path, number)
-    examples.append(Example(f"{os.path.basename(path)}-{number}",
-                            str(record[text_a]),
-                            str(record[text_b]) if text_b else None, value))
+      value = _parse_label(_label_field(record, label, path, number), labels,
+                           path, number)
+    examples.append(Example(
+        f"{os.path.basename(path)}-{number}",
+        _text_field(record, text_a, path, number),
+        _text_field(record, text_b, path, number) if text_b else None, value))
   if not examples:
     raise DataError(f"{path}: no examples")
   return examples
+
+
+def _table(path: str, rows, wanted: Sequence[str]):
+  """(line number, {column: value}) of a table with a header row."""
+  header, out = None, []
+  for number, row in rows:
+    if not row or row == [""]:
+      continue
+    if header is None:
+      header = row
+      missing = [c for c in wanted if c not in header]
+      if missing:
+        raise DataError(f"{path}:{number}: header {header} has no column "
+                        f"{missing[0]!r}")
+      continue
+    if len(row) != len(header):
+      raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
+                      f"has {len(header)}")
+    out.append((number, dict(zip(header, row))))
+  return out
 
 
 @dataclasses.dataclass
@@ -229,36 +278,35 @@ def read_swag(path: str, num_choices: int = 4) -> List[ChoiceExample]:
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path}: no such file")
   examples = []
-  with contextlib.nullcontext(line for _, line in text_lines(path)) as f:
-    reader = csv.reader(f)
-    header = next(reader, None)
-    if header is None:
-      raise DataError(f"{path}: empty file")
-    endings = [f"ending{i}" for i in range(num_choices)]
-    missing = [c for c in ["sent1", "sent2"] + endings if c not in header]
-    if missing:
-      raise DataError(f"{path}:1: header has no column {missing[0]!r}")
-    col = {name: i for i, name in enumerate(header)}
-    for number, row in enumerate(reader, start=2):
-      if not row:
-        continue
-      if len(row) != len(header):
-        raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
-                        f"has {len(header)}")
-      label = None
-      if "label" in col and row[col["label"]] != "":
-        try:
-          label = int(row[col["label"]])
-        except ValueError:
-          raise DataError(f"{path}:{number}: label {row[col['label']]!r} is "
-                          "not an integer") from None
-        if not 0 <= label < num_choices:
-          raise DataError(f"{path}:{number}: label {label} is not in "
-                          f"[0, {num_choices})")
-      examples.append(ChoiceExample(
-          row[col["video-id"]] if "video-id" in col else f"{number}",
-          row[col["sent1"]], row[col["sent2"]],
-          [row[col[e]] for e in endings], label))
+  rows = _csv_rows(path)
+  first, header = next(((n, r) for n, r in rows if r), (1, None))
+  if header is None:
+    raise DataError(f"{path}: empty file")
+  endings = [f"ending{i}" for i in range(num_choices)]
+  missing = [c for c in ["sent1", "sent2"] + endings if c not in header]
+  if missing:
+    raise DataError(f"{path}:{first}: header has no column {missing[0]!r}")
+  col = {name: i for i, name in enumerate(header)}
+  for number, row in rows:
+    if not row:
+      continue
+    if len(row) != len(header):
+      raise DataError(f"{path}:{number}: {len(row)} column(s), the header "
+                      f"has {len(header)}")
+    label = None
+    if "label" in col and row[col["label"]] != "":
+      try:
+        label = int(row[col["label"]])
+      except ValueError:
+        raise DataError(f"{path}:{number}: label {row[col['label']]!r} is "
+                        "not an integer") from None
+      if not 0 <= label < num_choices:
+        raise DataError(f"{path}:{number}: label {label} is not in "
+                        f"[0, {num_choices})")
+    examples.append(ChoiceExample(
+        row[col["video-id"]] if "video-id" in col else f"{number}",
+        row[col["sent1"]], row[col["sent2"]],
+        [row[col[e]] for e in endings], label))
   if not examples:
     raise DataError(f"{path}: no examples")
   return examples

@@ -13,6 +13,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
+from bert.data.errors import DataError
 from bert.data.squad_examples import SquadExample
 
 # The logit a position past a window's tokens gets before the n-best search
@@ -37,6 +38,7 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
   The n-best positions of a window are searched with its positions past the
   row's tokens (meta `row_length`) at PAD_LOGIT.
   """
+  check_unique_ids(examples)
   by_example = collections.defaultdict(list)
   for f, m in enumerate(meta):
     by_example[m["example"]].append(f)
@@ -100,6 +102,18 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
   return predictions, nbest_out, null_odds
 
 
+def check_unique_ids(examples: Sequence[SquadExample]) -> None:
+  """Answers and scores are keyed by question id: two questions with one id
+  would be merged silently (`read_squad` refuses such files; this guards
+  examples built in code)."""
+  first = {}
+  for i, ex in enumerate(examples):
+    if ex.qas_id in first:
+      raise DataError(f"examples[{first[ex.qas_id]}] and examples[{i}] share "
+                      f"question id {ex.qas_id!r} (ids must be unique)")
+    first[ex.qas_id] = i
+
+
 # ------------------------------------------------------ official metrics
 def normalize_answer(text: str) -> str:
   """Lowercase, drop punctuation, drop articles (a, an, the), squeeze spaces."""
@@ -138,6 +152,7 @@ def squad_metrics(examples: Sequence[SquadExample], predictions: Dict[str, str],
   (default: whether null_odds is given) picks the script's F1 rule."""
   if version_2 is None:
     version_2 = null_odds is not None
+  check_unique_ids(examples)
   em, f1 = {}, {}
   for ex in examples:
     truths = [t for t, _ in ex.answers] if not ex.is_impossible else [""]

@@ -10,77 +10,23 @@ answers from the original context with its own casing and spacing.
 """
 
 import collections
-import dataclasses
-import json
 import random
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from bert.data._io import read_text
-from bert.data.errors import DataError
+# The one checked reader of SQuAD files; its names are this module's API too.
+from bert.data.squad_json import (  # pylint: disable=unused-import
+    SquadExample, article_titles, load_squad, read_squad)
 from bert.validation import ConfigError
-
-
-@dataclasses.dataclass
-class SquadExample:
-  qas_id: str
-  question: str
-  context: str
-  answers: List[Tuple[str, int]]        # (text, answer_start in characters)
-  is_impossible: bool = False
-  title: str = ""
-
-
-def read_squad(path: str, articles: Optional[Sequence[str]] = None
-               ) -> List[SquadExample]:
-  """Examples of a SQuAD json (v1.1 or v2.0), optionally of some articles
-  (by title). An answer whose `answer_start` does not point at its text is
-  an error naming the file and question id."""
-  try:
-    data = json.loads(read_text(path))["data"]
-  except json.JSONDecodeError as e:
-    raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
-  except (KeyError, TypeError) as e:
-    raise DataError(f"{path}: not a SQuAD json file (no {e})") from None
-  wanted = set(articles) if articles is not None else None
-  examples = []
-  for article in data:
-    title = article.get("title", "")
-    if wanted is not None and title not in wanted:
-      continue
-    for paragraph in article["paragraphs"]:
-      context = paragraph["context"]
-      for qa in paragraph["qas"]:
-        impossible = bool(qa.get("is_impossible", False))
-        answers = []
-        for answer in qa.get("answers", []):
-          text, start = answer["text"], int(answer["answer_start"])
-          if context[start:start + len(text)] != text:
-            raise DataError(
-                f"{path}: question {qa['id']}: answer {text!r} is not at "
-                f"answer_start {start} (the context there reads "
-                f"{context[start:start + len(text)]!r})")
-          answers.append((text, start))
-        if not impossible and not answers:
-          raise DataError(f"{path}: question {qa['id']} has no answer and is "
-                          "not marked is_impossible")
-        examples.append(SquadExample(qa["id"], qa["question"], context, answers,
-                                     impossible, title))
-  if not examples:
-    raise DataError(f"{path}: no questions")
-  return examples
-
-
-def article_titles(path: str) -> List[str]:
-  return [a.get("title", "") for a in json.loads(read_text(path))["data"]]
 
 
 def split_articles(titles: Sequence[str], train_fraction: float, seed: int = 0
                    ) -> Tuple[List[str], List[str]]:
   """Article titles for training and for held-out evaluation (never split
-  an article's questions between the two)."""
-  shuffled = list(titles)
+  an article's questions between the two; a repeated title is one
+  article: on both sides, it would put its questions on both)."""
+  shuffled = list(dict.fromkeys(titles))
   random.Random(seed).shuffle(shuffled)
   k = int(round(len(shuffled) * train_fraction))
   return sorted(shuffled[:k]), sorted(shuffled[k:])

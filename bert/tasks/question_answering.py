@@ -72,10 +72,17 @@ class QuestionAnsweringTask(FinetuningTask):
     """Article titles of a split when train and eval share one file."""
     if split == "predict" or self.files["train"] != self.files["eval"]:
       return None
+    path = self.files["train"]
+    titles = squad_examples.article_titles(path)
     train, held_out = squad_examples.split_articles(
-        squad_examples.article_titles(self.files["train"]),
-        self.data.train_fraction,
+        titles, self.data.train_fraction,
         self.inputs.seed if self.data.split_seed is None else self.data.split_seed)
+    if not train or not held_out:
+      raise ConfigError(
+          f"SquadData.train_fraction={self.data.train_fraction} of the "
+          f"{len(titles)} article(s) of {path} leaves none for "
+          f"{'training' if not train else 'evaluation'} (the split is by "
+          "article title); give separate train_file and eval_file")
     return train if split == "train" else held_out
 
   def examples(self, split: str) -> List[squad_examples.SquadExample]:
