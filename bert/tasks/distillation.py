@@ -159,8 +159,8 @@ class DistillationTask(Task):
     self.distillation = or_default(owner, "distillation", distillation,
                                    DistillationConfig)
     self.teacher_dir, self.student_spec = teacher, student
-    self.teacher_task, self.teacher_model = trained_run.load_trained_task(teacher)
-    self.teacher_checkpoint = tf.train.latest_checkpoint(teacher)
+    (self.teacher_task, self.teacher_model,
+     self.teacher_checkpoint) = trained_run.load_trained_run(teacher)
     self.kind = teacher_kind(self.teacher_model, teacher)
     inputs = or_default(owner, "inputs", inputs, FinetuningInputs)
     if inputs.pack:

@@ -5,6 +5,7 @@ the latest, and an error that names a checkpoint the model does not fit."""
 import contextlib
 import os
 import re
+from typing import Iterator, List, Optional
 
 import tensorflow as tf
 
@@ -36,37 +37,110 @@ def remove_interrupted_writes(model_dir: str, log_fn) -> None:
         log_fn(f"removed {path}, left by an interrupted checkpoint write")
 
 
-def set_aside_unreadable_checkpoints(model_dir: str, log_fn) -> None:
-  """Makes the newest *readable* checkpoint the latest one.
+# The checkpoints a run writes (tf.train.CheckpointManager's default name).
+_CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
+_READ_ERRORS = (tf.errors.OpError, ValueError, IndexError)
 
-  A checkpoint whose files are truncated or corrupt (a write interrupted by a
-  crash or a full disk) is renamed to `*.unreadable` and dropped from the
-  `checkpoint` state file, so training resumes from the one before it.
+
+def checkpoints_on_disk(model_dir: str) -> List[str]:
+  """The run's checkpoint prefixes (`model_dir/ckpt-N`), oldest first.
+
+  The `ckpt-N.*` files are the truth, not the `checkpoint` state file: that
+  file may be missing, garbled or name paths of another folder (a copied
+  run), and TensorFlow then reports "no checkpoint" and a resumed run would
+  start again at step 1, overwriting and then deleting the real ones."""
+  if not tf.io.gfile.isdir(model_dir):
+    return []
+  numbers = sorted(int(m.group(1)) for m in map(
+      _CHECKPOINT.fullmatch, tf.io.gfile.listdir(model_dir)) if m)
+  return [os.path.join(model_dir, f"ckpt-{n}") for n in numbers]
+
+
+def newest_checkpoint(model_dir: str) -> Optional[str]:
+  """The newest checkpoint on disk (readable or not), or None."""
+  found = checkpoints_on_disk(model_dir)
+  return found[-1] if found else None
+
+
+def unreadable(prefix: str) -> Optional[str]:
+  """Why the checkpoint `prefix` cannot be read (truncated, corrupt or
+  missing files), or None if every tensor reads back."""
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    for name in reader.get_variable_to_shape_map():
+      reader.get_tensor(name)
+  except _READ_ERRORS as e:
+    return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200]}"
+  return None
+
+
+def readable_checkpoints(model_dir: str, log_fn=None) -> Iterator[str]:
+  """The checkpoints on disk, newest first, skipping (with a log line) those
+  that cannot be read: what a reader of a run (export, evaluation, a
+  teacher) tries in turn. Nothing on disk is changed."""
+  for prefix in reversed(checkpoints_on_disk(model_dir)):
+    why = unreadable(prefix)
+    if why is None:
+      yield prefix
+    elif log_fn:
+      log_fn(f"checkpoint {prefix} is unreadable ({why}); trying the one "
+             "before it")
+
+
+def recover_checkpoint_state(model_dir: str, log_fn) -> Optional[str]:
+  """Makes the `checkpoint` state file list exactly the readable checkpoints
+  on disk, and returns the newest (None: no checkpoint). Run by the one
+  process that writes the model_dir (under its lock) before resuming.
+
+  A checkpoint whose files are truncated or corrupt (a write interrupted by
+  a crash or a full disk) is renamed to `*.unreadable`, so training resumes
+  from the one before it; a missing, garbled or stale state file is written
+  anew from the files, so a resumed run continues from the newest readable
+  checkpoint instead of starting over and deleting them.
   """
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is None:
-    return
-  paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-  good = list(paths)
-  for path in reversed(paths):
-    try:
-      reader = tf.train.load_checkpoint(path)
-      for name in reader.get_variable_to_shape_map():
-        reader.get_tensor(name)
+  found = checkpoints_on_disk(model_dir)
+  good = list(found)
+  for prefix in reversed(found):
+    why = unreadable(prefix)
+    if why is None:
       break
-    except (tf.errors.OpError, ValueError, IndexError) as e:   # truncated/corrupt
-      good.remove(path)
-      for f in tf.io.gfile.glob(path + ".*"):
-        tf.io.gfile.rename(f, f + ".unreadable", overwrite=True)
-      if log_fn:
-        log_fn(f"checkpoint {path} is unreadable ({type(e).__name__}: "
-               f"{str(e).splitlines()[0][:200]}); set aside as *.unreadable")
-  if good != paths:
-    if good:
-      tf.compat.v1.train.update_checkpoint_state(model_dir, good[-1],
-                                                 all_model_checkpoint_paths=good)
-    else:
-      tf.io.gfile.remove(os.path.join(model_dir, "checkpoint"))
+    good.remove(prefix)
+    for f in tf.io.gfile.glob(prefix + ".*"):
+      tf.io.gfile.rename(f, f + ".unreadable", overwrite=True)
+    if log_fn:
+      log_fn(f"checkpoint {prefix} is unreadable ({why}); set aside as "
+             "*.unreadable")
+  state_file = os.path.join(model_dir, "checkpoint")
+  if not good:
+    if tf.io.gfile.exists(state_file):
+      tf.io.gfile.remove(state_file)
+    return None
+  state = _state(model_dir)
+  listed = ([] if state is None else
+            [os.path.join(model_dir, os.path.basename(p))
+             for p in state.all_model_checkpoint_paths])
+  newest = (None if state is None else
+            os.path.join(model_dir,
+                         os.path.basename(state.model_checkpoint_path)))
+  if listed != good or newest != good[-1]:
+    if log_fn and state is None:
+      log_fn(f"{state_file} is missing or unreadable; rebuilt from the "
+             f"checkpoints on disk (newest {good[-1]})")
+    elif log_fn and newest != good[-1]:
+      log_fn(f"{state_file} named {newest}, not the newest readable "
+             f"checkpoint on disk; rebuilt (newest {good[-1]})")
+    tf.compat.v1.train.update_checkpoint_state(
+        model_dir, good[-1], all_model_checkpoint_paths=good)
+  return good[-1]
+
+
+def _state(model_dir: str):
+  """The parsed `checkpoint` state file, or None if missing or garbled
+  (TensorFlow logs its parse error and returns None)."""
+  try:
+    return tf.train.get_checkpoint_state(model_dir)
+  except (tf.errors.OpError, ValueError, UnicodeDecodeError):
+    return None
 
 
 @contextlib.contextmanager

@@ -204,8 +204,8 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-  if mode in ("eval", "predict") and (not tf.io.gfile.exists(model_dir) or
-                                      tf.train.latest_checkpoint(model_dir) is None):
+  if (mode in ("eval", "predict")
+      and model_dir_lib.newest_checkpoint(model_dir) is None):
     raise FileNotFoundError(f"mode={mode}: no checkpoint in {model_dir}")
   runtime = runtime or RuntimeConfig()
   strategy = strategy or setup(runtime, log_fn)
@@ -226,7 +226,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     # Bad data, config or checkpoint found while setting up: a model_dir
     # this run created holds nothing worth keeping (no checkpoint), so it
     # is removed rather than left to look like a run.
-    if created and tf.train.latest_checkpoint(model_dir) is None:
+    if created and model_dir_lib.newest_checkpoint(model_dir) is None:
       tf.io.gfile.rmtree(model_dir)
     raise
 
@@ -256,7 +256,14 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
                                    dropout_rng=dropout_rng)
   if chief and mode != "predict":
     model_dir_lib.remove_interrupted_writes(model_dir, log_fn)
-    model_dir_lib.set_aside_unreadable_checkpoints(model_dir, log_fn)
+    latest = model_dir_lib.recover_checkpoint_state(model_dir, log_fn)
+  else:
+    # Predictions and non-chief workers only read: the newest readable
+    # checkpoint, with nothing on disk changed.
+    latest = next(model_dir_lib.readable_checkpoints(model_dir, log_fn), None)
+    if latest is None and mode == "predict":
+      raise FileNotFoundError(f"mode=predict: no readable checkpoint in "
+                              f"{model_dir}")
   # Non-chief workers must take part in saving (collectives) but write to a
   # scratch folder that is deleted afterwards; they restore from the chief's
   # folder below, never initialise through their manager.
@@ -267,7 +274,6 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
       checkpoint_interval=runtime.checkpoint_interval or None,
       init_fn=(lambda: task.initialize(model)) if chief else None)
   multi = multi_worker.is_multi_worker(strategy)
-  latest = tf.train.latest_checkpoint(model_dir)
   if mode in ("eval", "predict") or not chief:
     # Restored here: eval needs no optimizer slots (expect_partial), and
     # non-chief workers resume from the chief's folder.

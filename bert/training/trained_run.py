@@ -1,39 +1,68 @@
 """Re-creates a trained `bert-train` run (task and weights) from its model_dir.
 
-The run's operative_config.gin rebuilds its task exactly as trained (same
-vocabulary, casing, sequence length, labels), and the newest checkpoint in the
-model_dir restores the model. `export_trained` then writes the task's serving
+The run's operative_config.gin (read as data: no import or include in it is
+followed) rebuilds its task exactly as trained (same vocabulary, casing,
+sequence length, labels), and the newest readable checkpoint in the model_dir
+restores the model. `export_trained` then writes the task's serving
 SavedModel with the graphs of `bert.export`.
 """
 
 import contextlib
 import copy
 import os
-from typing import Optional
+import sys
+import tokenize
+from typing import NamedTuple, Optional
 
+from absl import logging
 import gin
+from gin import config_parser
 import tensorflow as tf
 
 # Imported for its gin registrations too: the run's config names task classes.
 from bert import tasks
 from bert.checkpoints import CheckpointError
+from bert.data import _io
+from bert.training import model_dir as model_dir_lib
 from bert.training import run
 from bert.validation import ConfigError, gin_error_line
+
+RUN_CONFIG = "operative_config.gin"
+# What restoring a truncated or corrupt checkpoint raises.
+_RESTORE_ERRORS = (tf.errors.OpError, ValueError, AssertionError, IndexError)
+
+
+class TrainedRun(NamedTuple):
+  task: object        # the run's Task, rebuilt from its operative_config.gin
+  model: object       # its model, restored (a distillation run: the student)
+  checkpoint: str     # the checkpoint the weights came from
 
 
 def load_trained_task(model_dir: str):
   """(task, model) of a `bert-train` run: the task rebuilt from the run's
-  operative_config.gin, the model with the newest checkpoint's weights."""
-  config = os.path.join(model_dir, "operative_config.gin")
+  operative_config.gin, the model with the newest readable checkpoint's
+  weights (see `load_trained_run`)."""
+  run_ = load_trained_run(model_dir)
+  return run_.task, run_.model
+
+
+def load_trained_run(model_dir: str, log_fn=logging.warning) -> TrainedRun:
+  """A `bert-train` run as it was trained: its task rebuilt from its
+  operative_config.gin (read as data: `read_run_config`), its model restored
+  from the newest checkpoint on disk that reads; an unreadable newer one (an
+  interrupted write) is skipped with a log line, as `bert-train` skips it.
+  Nothing in model_dir is changed."""
+  config = os.path.join(model_dir, RUN_CONFIG)
   if not os.path.exists(config):
     raise FileNotFoundError(f"{config}: not a bert-train model_dir (no "
-                            "operative_config.gin)")
-  latest = tf.train.latest_checkpoint(model_dir)
-  if latest is None:
+                            f"{RUN_CONFIG})")
+  candidates = model_dir_lib.checkpoints_on_disk(model_dir)
+  if not candidates:
     raise FileNotFoundError(f"{model_dir}: no checkpoint")
+  text = read_run_config(config)
   with _gin_config_of_its_own():
     try:
-      gin.parse_config_file(config, skip_unknown=True)
+      gin.parse_config(text, skip_unknown=True)
     except (ValueError, TypeError, SyntaxError) as e:
       raise ConfigError(f"{config}: {gin_error_line(e)}") from None
     # A loaded run needs its model, not its pre-training data (which may
@@ -42,17 +71,72 @@ def load_trained_task(model_dir: str):
     gin.bind_parameter("PretrainingInputs.eval_files", "")
     task = run.build_task()
   model = task.build_model()
+  for prefix in reversed(candidates):
+    try:
+      status = tf.train.Checkpoint(model=model).restore(prefix)
+      # Every weight of the model must come from the checkpoint (the
+      # optimizer's slots and the step counter need not).
+      status.expect_partial().assert_existing_objects_matched()
+    except _RESTORE_ERRORS as e:
+      why = model_dir_lib.unreadable(prefix)
+      if why is None:   # it reads: it is another model's checkpoint
+        raise CheckpointError(
+            f"{prefix}: not this run's model ({type(e).__name__}: "
+            f"{str(e).strip().splitlines()[0][:300]})") from None
+      if log_fn:
+        log_fn(f"checkpoint {prefix} is unreadable ({why}); trying the one "
+               "before it")
+      continue
+    # A distillation run serves (and teaches) as its student.
+    task, model = task.trained_model(model)
+    return TrainedRun(task, model, prefix)
+  raise CheckpointError(f"{model_dir}: no readable checkpoint (each of "
+                        f"{', '.join(os.path.basename(c) for c in candidates)}"
+                        " is truncated or corrupt)")
+
+
+def read_run_config(path: str) -> str:
+  """The text of a run's operative_config.gin, made safe to parse: loading a
+  run never executes code from it. gin would run every `import` line (any
+  module, including a .py shipped beside the config) and follow every
+  `include`; here an import of a module that is already loaded (a no-op) is
+  blanked out, and any other import, an include, or gin's dynamic
+  registration is a ConfigError naming the line. Line numbers are kept, so
+  gin's own errors still point at the file's lines."""
+  text = _io.read_text(path)
+  lines = text.split("\n")
   try:
-    status = tf.train.Checkpoint(model=model).restore(latest)
-    # Every weight of the model must come from the checkpoint (the
-    # optimizer's slots and the step counter need not).
-    status.expect_partial().assert_existing_objects_matched()
-  except (tf.errors.OpError, ValueError, AssertionError) as e:
-    raise CheckpointError(f"{latest}: unreadable or not this run's model "
-                          f"({type(e).__name__}: "
-                          f"{str(e).strip().splitlines()[0][:300]})") from None
-  # A distillation run serves (and teaches) as its student.
-  return task.trained_model(model)
+    statements = list(config_parser.ConfigParser(text, _Delegate()))
+  except (SyntaxError, ValueError, tokenize.TokenError) as e:
+    raise ConfigError(f"{path}: not a valid gin config "
+                      f"({gin_error_line(e)})") from None
+  for statement in statements:
+    if isinstance(statement, config_parser.IncludeStatement):
+      raise ConfigError(
+          f"{path}:{statement.location.line_num}: includes "
+          f"{statement.filename!r}; a run's config is read as data and "
+          "never includes other files")
+    if isinstance(statement, config_parser.ImportStatement):
+      module = statement.module
+      if module.startswith("__gin__") or module not in sys.modules:
+        raise ConfigError(
+            f"{path}:{statement.location.line_num}: imports {module!r}; "
+            "loading a run never executes code from its config (import the "
+            "module yourself first if you trust it)")
+      number = statement.location.line_num
+      lines[number - 1] = ""
+  return "\n".join(lines)
+
+
+class _Delegate(config_parser.ParserDelegate):
+  """Parses values without resolving references: the scan only looks at
+  the statements' kinds (gin resolves them when it binds)."""
+
+  def configurable_reference(self, scoped_name, evaluate):
+    return scoped_name
+
+  def macro(self, macro_name):
+    return macro_name
 
 
 @contextlib.contextmanager
