@@ -1,13 +1,12 @@
 """Reading user text files (every decoding problem names the file and
 line), and writing output folders atomically."""
 
-import contextlib
 import errno
 import os
-import shutil
-import tempfile
-from typing import Callable, Iterator, Tuple, Type
+from typing import Iterator, Tuple
 
+# Output folders: written atomically, replacing only the library's files.
+from bert.data._output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
 from bert.data.errors import DataError
 
 
@@ -56,43 +55,3 @@ def read_text(path: str) -> str:
     line = data.count(b"\n", 0, e.start) + 1
     raise DataError(f"{path}:{line}: not valid UTF-8 (byte 0x{data[e.start]:02x})"
                     ) from None
-
-
-@contextlib.contextmanager
-def atomic_folder(path: str, replaceable: Callable[[str], bool], what: str,
-                  error: Type[Exception] = FileExistsError):
-  """Yields a temp folder beside `path`; on success it replaces `path`, on
-  failure it is deleted, so `path` is never left half-written.
-
-  An existing `path` is replaced only if `replaceable(path)` (say, an empty
-  folder or one this library wrote; never a home directory given by
-  mistake); otherwise `error` names it and `what` may be there.
-  """
-  path = os.path.abspath(path)
-  parent = os.path.dirname(path)
-  if os.path.lexists(path) and not replaceable(path):
-    raise error(f"{path}: exists and is not {what} written here; refusing "
-                "to replace it (choose an empty or new folder)")
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=os.path.basename(path) + ".tmp-", dir=parent)
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private (0700)
-  try:
-    yield tmp
-    # Writers that go through a private temp file (safetensors) leave 0600;
-    # every file gets the mode a plain write would give it.
-    for name in os.listdir(tmp):
-      if os.path.isfile(os.path.join(tmp, name)):
-        os.chmod(os.path.join(tmp, name), 0o666 & ~umask)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  old = None
-  if os.path.exists(path):
-    old = tempfile.mkdtemp(prefix=os.path.basename(path) + ".old-", dir=parent)
-    os.rmdir(old)
-    os.rename(path, old)
-  os.rename(tmp, path)
-  if old is not None:
-    shutil.rmtree(old, ignore_errors=True)
