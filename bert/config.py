@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any, Dict, Optional, Union
 
+from bert.untrusted import read_json
 from bert.validation import (ConfigError, check_bool, check_choice,
                              check_float, check_int)
 
@@ -248,13 +249,7 @@ class BertConfig:
     """
     if not os.path.exists(path):
       raise FileNotFoundError(f"No config file at {path}")
-    with open(path, "r", encoding="utf-8") as f:
-      try:
-        d = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(d, dict):
-      raise ConfigError(f"{path}: expected a JSON object")
+    d = read_json(path, ConfigError)
     if format is None:
       format = "hf" if "model_type" in d or "architectures" in d else "google"
     try:

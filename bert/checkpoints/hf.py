@@ -9,14 +9,14 @@ LayerNorm "weight"/"bias" for "gamma"/"beta". Encoder keys carry a "bert."
 prefix when the file also holds the pre-training heads (BertForPreTraining).
 """
 
-import json
 import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
+from bert.untrusted import first_line, kind, named_path, read_json
 
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -109,29 +109,59 @@ def reject_pickles(folder: str) -> None:
           ".save_pretrained(out, safe_serialization=True)`")
 
 
-def safetensors_files(folder: str):
+def safetensors_files(folder: str) -> Dict[str, Optional[List[str]]]:
+  """{safetensors file: the tensor names the index puts in it}, or
+  {model.safetensors: None} for an unsharded folder. The index is an
+  object whose `weight_map` maps each tensor name to a shard file inside
+  the folder."""
   index = os.path.join(folder, SAFETENSORS_INDEX)
-  if os.path.exists(index):
-    with open(index, encoding="utf-8") as f:
-      weight_map = json.load(f).get("weight_map", {})
-    return sorted({os.path.join(folder, v) for v in weight_map.values()})
-  return [os.path.join(folder, SAFETENSORS)]
+  if not os.path.exists(index):
+    return {os.path.join(folder, SAFETENSORS): None}
+  weight_map = read_json(index, CheckpointError).get("weight_map")
+  if not isinstance(weight_map, dict) or not weight_map:
+    raise CheckpointError(f"{index}: \"weight_map\" must be a non-empty "
+                          f"object of tensor name -> file, found "
+                          f"{kind(weight_map)}")
+  files: Dict[str, List[str]] = {}
+  for key, name in weight_map.items():
+    path = named_path(folder, name, CheckpointError, index)
+    if path not in files and not os.path.isfile(path):
+      raise CheckpointError(f"{index}: names {name!r}, which is not a file "
+                            f"in {folder}")
+    files.setdefault(path, []).append(key)
+  return dict(sorted(files.items()))
 
 
-def read_tf1_arrays(folder: str) -> Dict[str, np.ndarray]:
-  """All tensors of the folder's safetensors file(s), keyed by TF1 name."""
+def _read_shards(folder: str) -> Dict[str, np.ndarray]:
+  """{HF key: array} of every shard, each holding what the index says."""
   from safetensors import safe_open  # pylint: disable=g-import-not-at-top
   raw: Dict[str, np.ndarray] = {}
-  for path in safetensors_files(folder):
+  for path, listed in safetensors_files(folder).items():
     if not os.path.exists(path):
       raise CheckpointError(f"{path}: file not found")
     try:
       with safe_open(path, framework="np") as f:
-        for key in f.keys():
+        keys = list(f.keys())
+        if listed is not None and sorted(keys) != sorted(listed):
+          raise CheckpointError(
+              f"{path}: its tensors are not the ones {SAFETENSORS_INDEX} "
+              f"puts in it (e.g. {sorted(set(keys) ^ set(listed))[0]!r})")
+        for key in keys:
+          if key in raw:
+            raise CheckpointError(f"{path}: tensor {key!r} is in another "
+                                  "shard too")
           raw[key] = f.get_tensor(key)
+    except CheckpointError:
+      raise
     except Exception as e:  # safetensors raises its own error types
       raise CheckpointError(f"{path}: cannot read safetensors file "
-                            f"({type(e).__name__}: {e})") from e
+                            f"({type(e).__name__}: {first_line(e)})") from e
+  return raw
+
+
+def read_tf1_arrays(folder: str) -> Dict[str, np.ndarray]:
+  """All tensors of the folder's safetensors file(s), keyed by TF1 name."""
+  raw = _read_shards(folder)
   arrays: Dict[str, np.ndarray] = {}
   tied = {}
   for key, value in raw.items():

@@ -15,7 +15,6 @@ Attention kernels are [hidden, heads, head_size] as in Model Garden.
 KerasHub's BERT uses the tanh form of GELU and LayerNorm epsilon 1e-12.
 """
 
-import json
 import os
 import re
 from typing import Dict, Optional, Tuple
@@ -25,6 +24,7 @@ import numpy as np
 from bert.checkpoints import model_garden
 from bert.checkpoints.errors import CheckpointError
 from bert.config import BertConfig
+from bert.untrusted import first_line, kind, named_path, read_json
 from bert.validation import ConfigError
 
 CONFIG = "config.json"
@@ -53,25 +53,21 @@ _BLOCK = {
 _LAYER = re.compile(r"transformer_layer_(\d+)")
 
 
-def _read_json(path):
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise CheckpointError(f"{path}: unreadable ({e})") from e
+# What h5py raises for a damaged file (it maps HDF5's errors onto these).
+_H5_ERRORS = (OSError, KeyError, ValueError, RuntimeError, TypeError)
 
 
 def is_preset(folder: str) -> bool:
   path = os.path.join(folder, CONFIG)
   if not os.path.exists(path):
     return False
-  d = _read_json(path)
+  d = read_json(path, CheckpointError, expect=object)
   return isinstance(d, dict) and d.get("class_name") == _BACKBONE
 
 
 def read_config(folder: str) -> BertConfig:
   path = os.path.join(folder, CONFIG)
-  c = _read_json(path).get("config")
+  c = read_json(path, CheckpointError).get("config")
   if not isinstance(c, dict):
     raise CheckpointError(f"{path}: no \"config\" object")
   try:
@@ -97,21 +93,43 @@ def read(folder: str) -> Dict[str, np.ndarray]:
   if not os.path.exists(path):
     raise CheckpointError(f"{path}: weights file not found")
   out: Dict[str, np.ndarray] = {}
+  size = os.path.getsize(path)
   try:
     with h5py.File(path, "r") as f:
       datasets = []
       f.visititems(lambda name, obj: datasets.append(name)
                    if isinstance(obj, h5py.Dataset) else None)
       for name in sorted(datasets):
-        value = np.asarray(f[name])
+        dataset = f[name]
+        # A damaged header can declare any shape; what the file cannot hold
+        # is never allocated (Keras writes weights uncompressed).
+        if dataset.compression is None and dataset.nbytes > size:
+          raise CheckpointError(
+              f"{path}: dataset {name} declares {list(dataset.shape)} "
+              f"{dataset.dtype}, more than the file's {size:,} bytes")
+        value = np.asarray(dataset)
         tf1_name = _tf1_name(f, name)
         if tf1_name is None:
           out["keras_hub/" + name] = value
         else:
           out[tf1_name] = model_garden.flatten(tf1_name, value)
-  except OSError as e:
-    raise CheckpointError(f"{path}: unreadable h5 file ({e})") from e
+  except CheckpointError:
+    raise
+  except _H5_ERRORS as e:
+    raise CheckpointError(f"{path}: unreadable h5 file ({type(e).__name__}: "
+                          f"{first_line(e)})") from e
   return out
+
+
+def _layer_name(f, group: str) -> Optional[str]:
+  """The `name` attribute of the h5 group `group`; None where the layout
+  has no such group or name (the dataset then keeps its h5 path, and strict
+  loading names it)."""
+  node = f.get(group)
+  name = None if node is None else node.attrs.get("name")
+  if isinstance(name, bytes):
+    name = name.decode("utf-8", "replace")
+  return name if isinstance(name, str) else None
 
 
 def _tf1_name(f, dataset: str) -> Optional[str]:
@@ -120,13 +138,13 @@ def _tf1_name(f, dataset: str) -> Optional[str]:
   if len(parts) < 4 or parts[0] != "layers" or parts[-2] != "vars":
     return None
   index = int(parts[-1]) if parts[-1].isdigit() else -1
-  layer = f["/".join(parts[:2] + ["vars"])].attrs.get("name")
+  layer = _layer_name(f, "/".join(parts[:2] + ["vars"]))
   if len(parts) == 4 and layer in _TOP:
     names = _TOP[layer]
     return names[index] if 0 <= index < len(names) else None
   m = _LAYER.fullmatch(str(layer))
   if m and len(parts) >= 5:
-    sub = f["/".join(parts[:-1])].attrs.get("name")
+    sub = _layer_name(f, "/".join(parts[:-1]))
     if sub in _BLOCK and index in (0, 1):
       leaf = (("gamma", "beta") if sub.endswith("layer_norm")
               else ("kernel", "bias"))[index]
@@ -139,10 +157,22 @@ def tokenizer(folder: str) -> Tuple[Optional[str], Optional[bool]]:
   path = os.path.join(folder, TOKENIZER)
   if not os.path.exists(path):
     return None, None
-  d = _read_json(path)
-  config = d.get("config", {}) if isinstance(d, dict) else {}
-  stem = os.path.splitext(config.get("config_file") or TOKENIZER)[0]
-  vocab = os.path.join(folder, "assets", stem, "vocabulary.txt")
+  config = read_json(path, CheckpointError).get("config", {})
+  if not isinstance(config, dict):
+    raise CheckpointError(f"{path}: \"config\" must be an object, found "
+                          f"{kind(config)}")
+  # KerasHub keeps the vocabulary in assets/<config_file's stem>/.
+  config_file = config.get("config_file") or TOKENIZER
+  if not isinstance(config_file, str):
+    raise CheckpointError(f"{path}: config.config_file must be a file name, "
+                          f"found {kind(config_file)}")
+  stem = os.path.splitext(config_file)[0]
+  vocab = named_path(folder, os.path.join("assets", stem, "vocabulary.txt"),
+                     CheckpointError, path)
   if not os.path.exists(vocab):
     raise CheckpointError(f"{vocab}: the tokenizer's vocabulary file is missing")
-  return vocab, bool(config.get("lowercase", False))
+  lowercase = config.get("lowercase", False)
+  if not isinstance(lowercase, bool):
+    raise CheckpointError(f"{path}: config.lowercase must be true or false, "
+                          f"found {lowercase!r}")
+  return vocab, lowercase

@@ -19,7 +19,9 @@ Formats (detected from the folder):
                   (a distillation run: the student's) and, for pre-training
                   runs, the heads
 All but "tf2" go through the canonical TF1-named arrays (bert/checkpoints/
-mapping.py), where every weight is matched strictly.
+mapping.py), where every weight is matched strictly; bert/checkpoints/reader.py
+reads the folder and checks its config against its weights before any
+variable is built.
 """
 
 import dataclasses
@@ -32,18 +34,21 @@ import tensorflow as tf
 from absl import logging
 
 from bert.checkpoints import hf
-from bert.checkpoints import keras_hub
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
-from bert.checkpoints import tfhub
 from bert.data._io import atomic_folder
 from bert import pretrained
-from bert.checkpoints.compat import check_vocab_size
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
+from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
+                                     RUN_CONFIG, VOCAB_FILE, check_folder,
+                                     check_before_building, detect_format,
+                                     metadata, read_folder, tf2_prefix)
+from bert.checkpoints.reader import TF2_PREFIX as _TF2_PREFIX
+from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
-from bert.data._io import present
 from bert.data.errors import DataError
+from bert.untrusted import first_line
 from bert.validation import ConfigError
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
@@ -52,12 +57,9 @@ from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
 WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
-METADATA_FILE = "bert_checkpoint.json"
-GOOGLE_CONFIG = "bert_config.json"
-HF_CONFIG = "config.json"
-VOCAB_FILE = "vocab.txt"
-RUN_CONFIG = "operative_config.gin"   # what makes a folder a bert-train run
-_TF2_PREFIX = "ckpt"
+__all__ = ["BertCheckpoint", "FORMATS", "WRITABLE_FORMATS", "METADATA_FILE",
+           "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE", "RUN_CONFIG",
+           "build_pretraining_heads", "detect_format", "load", "save"]
 
 
 @dataclasses.dataclass
@@ -78,68 +80,6 @@ class BertCheckpoint:
   @property
   def has_heads(self) -> bool:
     return self.masked_lm is not None and self.next_sentence is not None
-
-
-# ------------------------------------------------------------------ detect
-def detect_format(path: str) -> str:
-  """Which format the checkpoint folder holds; CheckpointError if none."""
-  folder = _folder(path)
-  files = set(os.listdir(folder))
-  if METADATA_FILE in files and _metadata(folder).get("format") == "bert-tf2":
-    return "tf2"
-  if hf.SAFETENSORS in files or hf.SAFETENSORS_INDEX in files:
-    return "hf"
-  if tfhub.is_saved_model(folder):
-    return "tfhub"
-  if keras_hub.is_preset(folder):
-    return "keras_hub"
-  if RUN_CONFIG in files:
-    return "run"
-  hf.reject_pickles(folder)
-  if any(f.endswith(".index") for f in files) or "checkpoint" in files:
-    keys = _checkpoint_keys(tf1.find_prefix(folder))
-    if model_garden.is_model_garden(keys):
-      return "model_garden"
-    if any(k.startswith("bert/") for k in keys):
-      return "tf1"
-    raise CheckpointError(f"{folder}: a TF checkpoint, but neither "
-                          "google-research TF1 names (bert/...) nor a Model "
-                          "Garden encoder")
-  raise CheckpointError(
-      f"{folder}: unknown checkpoint format (found "
-      f"{', '.join(sorted(files)) or 'no files'}); expected {METADATA_FILE}, "
-      f"{hf.SAFETENSORS}, bert_model.ckpt.index, {tfhub.SAVED_MODEL} with "
-      f"variables/, or a KerasHub {keras_hub.WEIGHTS}")
-
-
-def _metadata(folder: str) -> dict:
-  path = os.path.join(folder, METADATA_FILE)
-  if not present(path):
-    return {}
-  try:
-    with open(path, encoding="utf-8") as f:
-      meta = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise CheckpointError(f"{path}: unreadable ({e})") from e
-  if not isinstance(meta, dict):
-    raise CheckpointError(f"{path}: expected a JSON object")
-  return meta
-
-
-def _folder(path: str) -> str:
-  if not os.path.exists(path):
-    raise CheckpointError(f"{path}: no such checkpoint folder")
-  if not os.path.isdir(path):
-    raise CheckpointError(f"{path}: expected a checkpoint folder, got a file")
-  return path
-
-
-def _checkpoint_keys(prefix):
-  try:
-    return list(tf.train.load_checkpoint(prefix).get_variable_to_shape_map())
-  except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointError(f"{prefix}: cannot read checkpoint index: "
-                          f"{str(e).strip().splitlines()[0]}") from e
 
 
 # -------------------------------------------------------------------- load
@@ -163,7 +103,7 @@ def load(path: str, *, with_heads: bool = False,
   """
   if not os.path.exists(path) and pretrained.is_preset(path):
     path = pretrained.resolve(path)
-  folder = _folder(path)
+  folder = check_folder(path)
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:
     raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
@@ -172,10 +112,17 @@ def load(path: str, *, with_heads: bool = False,
                           f"this is a {fmt} checkpoint")
   if fmt == "run":
     return _load_run(folder, with_heads)
-  config, arrays, vocab_file, do_lower_case, source = _read(folder, fmt,
-                                                            preprocessor)
+  config, arrays, vocab_file, do_lower_case, source = read_folder(
+      folder, fmt, preprocessor)
   if vocab_file is not None:
     _check_vocab(vocab_file, config)
+  has_heads = arrays is not None and any(
+      n.startswith(mapping.HEAD_PREFIX) for n in arrays)
+  # Config and weights are compared before anything is built: a config that
+  # does not fit (say max_position_embeddings=1e12) is one line naming both,
+  # not an allocation that fails deep inside TensorFlow.
+  check_before_building(folder, fmt, config, arrays, with_heads and has_heads,
+                        source)
   encoder = BertEncoder(config)
   result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
                           do_lower_case=do_lower_case, format=fmt)
@@ -183,7 +130,6 @@ def load(path: str, *, with_heads: bool = False,
     _load_tf2(folder, result, with_heads)
     return result
 
-  has_heads = any(n.startswith(mapping.HEAD_PREFIX) for n in arrays)
   if with_heads and has_heads:
     result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
     if fmt == "tfhub":
@@ -195,81 +141,6 @@ def load(path: str, *, with_heads: bool = False,
   return result
 
 
-def _read(folder, fmt, preprocessor):
-  """(config, {TF1 name: array} (None for "tf2"), vocab file, do_lower_case,
-  source file) of a checkpoint folder of format `fmt`."""
-  if fmt == "tfhub":
-    arrays, do_lower_case, heads, config = tfhub.read(folder)
-    # Only this library's exports (which carry their config) may lack a vocab.
-    vocab_required = config is None
-    if config is None:
-      config = tfhub.infer_config(
-          arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
-    vocab_file, preprocessor_lower_case = tfhub.assets(
-        folder, preprocessor, required=vocab_required)
-    if (do_lower_case is not None and preprocessor_lower_case is not None
-        and do_lower_case != preprocessor_lower_case):
-      raise CheckpointError(
-          f"{preprocessor}: its casing (do_lower_case={preprocessor_lower_case}) "
-          f"contradicts the encoder's (do_lower_case={do_lower_case})")
-    if do_lower_case is None:
-      do_lower_case = preprocessor_lower_case
-    return (config, arrays, vocab_file, do_lower_case,
-            os.path.join(folder, tfhub.VARIABLES))
-  if fmt == "keras_hub":
-    vocab_file, do_lower_case = keras_hub.tokenizer(folder)
-    return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
-            do_lower_case, os.path.join(folder, keras_hub.WEIGHTS))
-  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-  vocab_file = os.path.join(folder, VOCAB_FILE)
-  if not present(vocab_file):
-    vocab_file = None
-  do_lower_case = _do_lower_case(folder, fmt)
-  if fmt == "tf2":
-    return config, None, vocab_file, do_lower_case, folder
-  if fmt == "hf":
-    return (config, hf.read_tf1_arrays(folder), vocab_file, do_lower_case,
-            os.path.join(folder, hf.SAFETENSORS))
-  prefix = tf1.find_prefix(folder)
-  arrays = (model_garden.read(prefix) if fmt == "model_garden"
-            else tf1.read_arrays(prefix))
-  return config, arrays, vocab_file, do_lower_case, prefix
-
-
-def _read_config(folder, name):
-  path = os.path.join(folder, name)
-  if not os.path.exists(path):
-    raise CheckpointError(f"{path}: config file not found")
-  return BertConfig.from_json_file(path)
-
-
-def _check_vocab(vocab_file, config):
-  """`check_vocab_size`, a malformed vocab being a CheckpointError too."""
-  try:
-    check_vocab_size(vocab_file, config)
-  except DataError as e:
-    raise CheckpointError(str(e)) from None
-
-
-def _do_lower_case(folder, fmt) -> Optional[bool]:
-  """From the checkpoint's metadata where known, else None."""
-  value = _metadata(folder).get("do_lower_case")
-  if value is None and present(os.path.join(folder, "tokenizer_config.json")):
-    with open(os.path.join(folder, "tokenizer_config.json"), encoding="utf-8") as f:
-      value = json.load(f).get("do_lower_case")
-  if value is not None:
-    return bool(value)
-  if fmt in ("tf1", "model_garden"):
-    # google-research release folders say it in their name
-    # (uncased_L-12_H-768_A-12, cased_L-12_H-768_A-12).
-    base = os.path.basename(os.path.normpath(folder)).lower()
-    if "uncased" in base:
-      return True
-    if "cased" in base:
-      return False
-  return None
-
-
 def _tf2_objects(result):
   objects = dict(encoder=result.encoder)
   if result.masked_lm is not None:
@@ -279,20 +150,26 @@ def _tf2_objects(result):
 
 
 def _load_tf2(folder, result, with_heads):
-  meta = _metadata(folder)
-  prefix = os.path.join(folder, meta.get("checkpoint", _TF2_PREFIX))
+  meta = metadata(folder)
+  prefix = tf2_prefix(folder)
   # Heads in the file are restored either way (so every value is consumed)
   # and dropped, recorded as ignored, when not asked for.
   if meta.get("has_heads"):
     result.masked_lm, result.next_sentence = build_pretraining_heads(
         result.encoder)
+  mismatch = (AssertionError, ValueError, tf.errors.InvalidArgumentError)
   try:
-    status = tf.train.Checkpoint(**_tf2_objects(result)).read(prefix)
-    status.assert_consumed()
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    # A file that cannot be read is named as such; one that reads but does
+    # not fit the model is a mismatch.
+    with tf1.reading(prefix, mismatch=mismatch):
+      status = tf.train.Checkpoint(**_tf2_objects(result)).read(prefix)
+      status.assert_consumed()
+  except CheckpointError:
+    raise
+  except mismatch as e:
     raise CheckpointMismatchError(
         f"{prefix}: does not match the model of {GOOGLE_CONFIG}: "
-        f"{str(e).strip().splitlines()[0]}") from e
+        f"{first_line(e)}") from e
   if meta.get("has_heads") and not with_heads:
     result.masked_lm = result.next_sentence = None
     result.ignored_variables = ["masked_lm", "next_sentence"]

@@ -23,12 +23,14 @@ Kernels are [in, out]; `cls/seq_relationship/output_weights` is [2, hidden].
 """
 
 import dataclasses
+import math
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from bert.checkpoints.errors import CheckpointMismatchError
+from bert.config import BertConfig
 
 HEAD_PREFIX = "cls/"
 
@@ -129,29 +131,95 @@ def to_tf1(encoder, masked_lm=None, next_sentence=None) -> Dict[str, np.ndarray]
           for s in weight_specs(encoder, masked_lm, next_sentence)}
 
 
-def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
-                    next_sentence=None, source: str = "checkpoint",
-                    ignore_heads: bool = False) -> List[str]:
-  """Assigns {TF1 name: array} to our weights, strictly.
+Shape = Tuple[int, ...]
 
-  Every weight must be found exactly once with the right shape, and every
-  source array must be used, be optimizer/bookkeeping state, or (with
-  `ignore_heads`) belong to the pre-training heads. Returns the sorted names
-  that were ignored. Raises CheckpointMismatchError naming every problem.
+
+def expected_shapes(config: BertConfig, masked_lm: bool = False,
+                    next_sentence: bool = False) -> Dict[str, Shape]:
+  """{TF1 name: shape} of every weight of a model of `config` (with the
+  heads asked for), computed from the config alone: what `weight_specs`
+  gives for the built model (a test keeps the two equal), known before a
+  single variable is allocated."""
+  h, w, i = (config.hidden_size, config.embedding_width,
+             config.intermediate_size)
+  shapes = {
+      "bert/embeddings/word_embeddings": (config.vocab_size, w),
+      "bert/embeddings/token_type_embeddings": (config.type_vocab_size, w),
+      "bert/embeddings/position_embeddings": (config.max_position_embeddings,
+                                              w),
+      "bert/embeddings/LayerNorm/gamma": (w,),
+      "bert/embeddings/LayerNorm/beta": (w,),
+  }
+  if w != h:
+    shapes.update(_dense_shapes("bert/encoder/embedding_hidden_mapping_in",
+                                w, h))
+  for layer in range(config.num_hidden_layers):
+    p = f"bert/encoder/layer_{layer}/"
+    for part in ("query", "key", "value"):
+      shapes.update(_dense_shapes(p + f"attention/self/{part}", h, h))
+    shapes.update(_dense_shapes(p + "attention/output/dense", h, h))
+    shapes.update(_norm_shapes(p + "attention/output/LayerNorm", h))
+    shapes.update(_dense_shapes(p + "intermediate/dense", h, i))
+    shapes.update(_dense_shapes(p + "output/dense", i, h))
+    shapes.update(_norm_shapes(p + "output/LayerNorm", h))
+  shapes.update(_dense_shapes("bert/pooler/dense", h, h))
+  if masked_lm:
+    shapes.update(_dense_shapes("cls/predictions/transform/dense", h, w))
+    shapes.update(_norm_shapes("cls/predictions/transform/LayerNorm", w))
+    shapes["cls/predictions/output_bias"] = (config.vocab_size,)
+  if next_sentence:
+    shapes["cls/seq_relationship/output_weights"] = (2, h)
+    shapes["cls/seq_relationship/output_bias"] = (2,)
+  return shapes
+
+
+def _dense_shapes(prefix, n_in, n_out):
+  return {prefix + "/kernel": (n_in, n_out), prefix + "/bias": (n_out,)}
+
+
+def _norm_shapes(prefix, width):
+  return {prefix + "/gamma": (width,), prefix + "/beta": (width,)}
+
+
+def value_problem(name: str, value, shape: Shape) -> Optional[str]:
+  """Why `value` cannot be the weight `name` of `shape`, or None.
+
+  The one check of a stored tensor against what the model expects, for
+  every format: the shape, and floating-point values (any width: float16,
+  bfloat16 and float64 are cast to the variable's float32; integers,
+  booleans and strings are never weights)."""
+  found = tuple(getattr(value, "shape", ()))
+  if found != tuple(shape):
+    return f"{name}: expected shape {list(shape)}, found {list(found)}"
+  dtype = getattr(value, "dtype", None)
+  if dtype is None or not (dtype.kind == "f" or dtype.name == "bfloat16"):
+    return (f"{name}: expected floating-point values, found "
+            f"{getattr(dtype, 'name', type(value).__name__)}")
+  return None
+
+
+def check_arrays(expected: Dict[str, Shape], arrays: Dict[str, np.ndarray],
+                 source: str, ignore_heads: bool = False,
+                 config_file: Optional[str] = None) -> List[str]:
+  """Checks {TF1 name: array} against {TF1 name: shape}, strictly.
+
+  Every weight must be found exactly once with its shape and a floating
+  dtype (`value_problem`), and every source array must be used, be
+  optimizer/bookkeeping state, or (with `ignore_heads`) belong to the
+  pre-training heads. Returns the sorted names that are ignored; raises
+  CheckpointMismatchError at `source` naming every problem (and
+  `config_file`, when the shapes expected are that file's).
   """
-  specs = weight_specs(encoder, masked_lm, next_sentence)
   problems = []
-  missing = [s.name for s in specs if s.name not in arrays]
+  missing = [n for n in expected if n not in arrays]
   if missing:
     problems.append(f"missing variable(s): {_listing(missing)}")
-  for s in specs:
-    if s.name in arrays and tuple(arrays[s.name].shape) != s.expected_shape():
-      problems.append(f"{s.name}: expected shape {list(s.expected_shape())}, "
-                      f"found {list(arrays[s.name].shape)}")
-  used = {s.name for s in specs}
+  wrong = [value_problem(n, arrays[n], shape) for n, shape in expected.items()
+           if n in arrays]
+  problems += [p for p in wrong if p]
   ignored, unexpected = [], []
   for name in sorted(arrays):
-    if name in used:
+    if name in expected:
       continue
     if is_ignorable(name) or (ignore_heads and name.startswith(HEAD_PREFIX)):
       ignored.append(name)
@@ -160,7 +228,35 @@ def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
   if unexpected:
     problems.append(f"unexpected variable(s): {_listing(unexpected)}")
   if problems:
-    raise CheckpointMismatchError(f"{source}: " + "; ".join(problems))
+    against = f" (against {config_file})" if config_file else ""
+    raise CheckpointMismatchError(f"{source}{against}: " + "; ".join(problems))
+  return ignored
+
+
+def check_size(config: BertConfig, stored: int, source: str,
+               config_file: str) -> None:
+  """Before an encoder of `config` is built: a CheckpointMismatchError when
+  its weights need more values than the checkpoint holds (`stored`), as a
+  config saying `max_position_embeddings=1e12` does; strict loading could
+  never fill them, and building would try to allocate them first. For the
+  formats whose names are not TF1's (ours, a `bert-export` SavedModel)."""
+  needed = sum(math.prod(s) for s in expected_shapes(config).values())
+  if needed > stored:
+    raise CheckpointMismatchError(
+        f"{source}: does not match {config_file}, which describes an encoder "
+        f"of {needed:,} weights; the checkpoint holds {stored:,} values")
+
+
+def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
+                    next_sentence=None, source: str = "checkpoint",
+                    ignore_heads: bool = False) -> List[str]:
+  """Assigns {TF1 name: array} to our weights, strictly (`check_arrays`
+  against the built model's own shapes). Returns the sorted names that were
+  ignored. Raises CheckpointMismatchError naming every problem.
+  """
+  specs = weight_specs(encoder, masked_lm, next_sentence)
+  ignored = check_arrays({s.name: s.expected_shape() for s in specs}, arrays,
+                         source, ignore_heads)
 
   # Group column blocks of fused variables, then assign each variable once.
   by_variable: Dict[int, list] = {}
@@ -168,11 +264,12 @@ def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
     by_variable.setdefault(id(s.variable), []).append(s)
   for group in by_variable.values():
     variable = group[0].variable
+    dtype = variable.dtype.as_numpy_dtype
     if group[0].index is None:
-      value = arrays[group[0].name]
+      value = arrays[group[0].name].astype(dtype)
       variable.assign(value.T if group[0].transpose else value)
       continue
-    full = np.empty(variable.shape, dtype=variable.dtype.as_numpy_dtype)
+    full = np.empty(variable.shape, dtype=dtype)
     for s in group:
       full[..., s.index] = arrays[s.name]
     variable.assign(full)

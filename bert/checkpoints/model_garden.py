@@ -91,7 +91,8 @@ def is_model_garden(keys) -> bool:
 def read(prefix: str) -> Dict[str, np.ndarray]:
   """A Model Garden checkpoint as {TF1 name: array}."""
   arrays = tf1.read_arrays(prefix)
-  paths = object_graph.paths_by_key(tf.train.load_checkpoint(prefix))
+  with tf1.reading(prefix):
+    paths = object_graph.paths_by_key(tf.train.load_checkpoint(prefix))
   return to_tf1(arrays, paths, prefix)
 
 

@@ -23,6 +23,10 @@ VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 _SKIP_EDGE = re.compile(r"^layer-\d+$")
 _MAX_PATHS = 8      # per variable; real graphs have one to three
 _MAX_DEPTH = 16
+# Paths walked in all; a BERT-large pre-training graph needs a few thousand.
+# A damaged or crafted graph (many ways to each node) stops here, not after
+# an exponential walk.
+_MAX_VISITS = 200_000
 
 
 def _escape(name: str) -> str:
@@ -51,8 +55,12 @@ def paths_by_key(reader) -> Dict[str, List[str]]:
   if graph is None:
     return {k: [k] for k in keys}
   found: Dict[str, List[str]] = {}
+  visits = [0]
 
   def visit(node_id, path, on_path):
+    visits[0] += 1
+    if visits[0] > _MAX_VISITS:
+      raise ValueError(f"object graph has more than {_MAX_VISITS:,} paths")
     node = graph.nodes[node_id]
     for attribute in node.attributes:
       if attribute.name == "VARIABLE_VALUE":

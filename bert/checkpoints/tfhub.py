@@ -34,8 +34,10 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from bert.checkpoints import model_garden
 from bert.checkpoints import object_graph
+from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
+from bert.validation import ConfigError
 
 SAVED_MODEL = "saved_model.pb"
 VARIABLES = os.path.join("variables", "variables")
@@ -108,29 +110,26 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   strict loading names them.
   """
   prefix = os.path.join(folder, VARIABLES)
-  try:
+  with tf1.reading(prefix):
     reader = tf.train.load_checkpoint(prefix)
     keys = reader.get_variable_to_shape_map()
     graph = object_graph.read_graph(reader)
     if graph is None:
       raise ValueError("no object graph")
-  except (tf.errors.OpError, ValueError, KeyError) as e:
-    raise CheckpointError(f"{prefix}: cannot read the SavedModel's variables: "
-                          f"{str(e).strip().splitlines()[0]}") from e
-  names = {a.checkpoint_key: a.full_name for node in graph.nodes
-           for a in node.attributes if a.name == "VARIABLE_VALUE"}
-  do_lower_case = heads = None
-  values: Dict[str, np.ndarray] = {}
-  for key in keys:
-    if key == object_graph.GRAPH_KEY:
-      continue
-    if key == DO_LOWER_CASE_KEY:
-      do_lower_case = bool(reader.get_tensor(key))
-      continue
-    full_name = names.get(key, key)
-    if _RNG_STATE.search(full_name):
-      continue          # a dropout layer's random-generator state
-    values[full_name] = reader.get_tensor(key)
+    names = {a.checkpoint_key: a.full_name for node in graph.nodes
+             for a in node.attributes if a.name == "VARIABLE_VALUE"}
+    do_lower_case = heads = None
+    values: Dict[str, np.ndarray] = {}
+    for key in keys:
+      if key == object_graph.GRAPH_KEY:
+        continue
+      if key == DO_LOWER_CASE_KEY:
+        do_lower_case = _flag(reader.get_tensor(key), prefix)
+        continue
+      full_name = names.get(key, key)
+      if _RNG_STATE.search(full_name):
+        continue          # a dropout layer's random-generator state
+      values[full_name] = reader.get_tensor(key)
   own_config = os.path.join(folder, "assets", OWN_CONFIG)
   if os.path.exists(own_config):
     config = BertConfig.from_json_file(own_config)
@@ -151,6 +150,14 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   return out, do_lower_case, heads, None
 
 
+def _flag(value, source) -> bool:
+  value = np.asarray(value)
+  if value.size != 1 or value.dtype.kind not in "biu":
+    raise CheckpointError(f"{source}: {DO_LOWER_CASE_KEY} is not one boolean "
+                          f"({value.dtype.name} {list(value.shape)})")
+  return bool(value.reshape(()))
+
+
 def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
                     source: str) -> Dict[str, np.ndarray]:
   """A `bert-export` encoder: its variables carry this library's own names,
@@ -160,6 +167,9 @@ def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
   from bert.checkpoints import mapping
   from bert.models.bert_pretrainer import build_pretraining_heads
   from bert.networks.bert_encoder import BertEncoder
+  mapping.check_size(config, sum(v.size for n, v in values.items()
+                                 if not n.startswith("masked_lm/")),
+                     source, os.path.join("assets", OWN_CONFIG))
   encoder = BertEncoder(config)
   masked_lm = None
   if any(n.startswith("masked_lm/") for n in values):
@@ -168,15 +178,15 @@ def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
              (masked_lm.weights if masked_lm is not None else [])}
   missing = sorted(set(targets) - set(values))
   unexpected = sorted(set(values) - set(targets))
-  wrong = [f"{n}: expected shape {list(targets[n].shape)}, found "
-           f"{list(values[n].shape)}" for n in sorted(set(targets) & set(values))
-           if tuple(targets[n].shape) != values[n].shape]
+  wrong = [mapping.value_problem(n, values[n], tuple(targets[n].shape))
+           for n in sorted(set(targets) & set(values))]
+  wrong = [p for p in wrong if p]
   problems = ([f"missing variable(s): {', '.join(missing)}"] if missing else []) + \
       ([f"unexpected variable(s): {', '.join(unexpected)}"] if unexpected else []) + wrong
   if problems:
     raise CheckpointMismatchError(f"{source}: " + "; ".join(problems))
   for name, variable in targets.items():
-    variable.assign(values[name])
+    variable.assign(values[name].astype(variable.dtype.as_numpy_dtype))
   return mapping.to_tf1(encoder, masked_lm)
 
 
@@ -239,6 +249,10 @@ def infer_config(arrays: Dict[str, np.ndarray], num_heads: Optional[int],
     if name not in arrays:
       raise CheckpointError(f"{source}: no variable {name} (not a BERT encoder "
                             "in the TF Hub interface)")
+    if arrays[name].ndim != 2 or 0 in arrays[name].shape:
+      raise CheckpointError(f"{source}: {name} has shape "
+                            f"{list(arrays[name].shape)}; a BERT encoder's "
+                            "is a non-empty matrix")
     return arrays[name].shape
 
   vocab_size, width = shape("bert/embeddings/word_embeddings")
@@ -255,12 +269,17 @@ def infer_config(arrays: Dict[str, np.ndarray], num_heads: Optional[int],
   if not num_heads:
     raise CheckpointError(f"{source}: no [hidden, heads, head_size] attention "
                           "kernel; cannot tell the number of attention heads")
-  return BertConfig(
-      vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=len(layers),
-      num_attention_heads=num_heads,
-      intermediate_size=shape("bert/encoder/layer_0/intermediate/dense/kernel")[-1],
-      hidden_act=hidden_act,
-      max_position_embeddings=shape("bert/embeddings/position_embeddings")[0],
-      type_vocab_size=shape("bert/embeddings/token_type_embeddings")[0],
-      embedding_size=embedding_size)
+  try:
+    return BertConfig(
+        vocab_size=vocab_size, hidden_size=hidden,
+        num_hidden_layers=len(layers), num_attention_heads=num_heads,
+        intermediate_size=shape(
+            "bert/encoder/layer_0/intermediate/dense/kernel")[-1],
+        hidden_act=hidden_act,
+        max_position_embeddings=shape("bert/embeddings/position_embeddings")[0],
+        type_vocab_size=shape("bert/embeddings/token_type_embeddings")[0],
+        embedding_size=embedding_size)
+  except ConfigError as e:
+    raise CheckpointError(f"{source}: the variables' shapes make no BERT "
+                          f"config ({e})") from None
 

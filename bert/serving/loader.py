@@ -8,18 +8,21 @@ callable `load_serving` returns takes the strings of the SavedModel's
 tensors, so callers never branch on precision or runtime.
 """
 
-import json
 import os
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
+from bert.serving.tflite import PRECISIONS
+from bert.untrusted import first_line, named_path, read_json
 
 MANIFEST = os.path.join("assets.extra", "serving.json")
 MANIFEST_FORMAT = "bert-serving"
+RUNTIMES = ("saved_model", "tflite")
 
 
 class ServingError(UserError, ValueError):
@@ -82,19 +85,34 @@ def _string_inputs(strings: Mapping, names: Sequence[str]) -> Dict[str, tf.Tenso
 
 
 def read_manifest(path: str) -> Dict:
-  """The export's serving.json, or a ServingError naming the file."""
+  """The export's serving.json, every field the loader uses checked (a
+  TFLite network must be a file inside `assets.extra`), or a ServingError
+  naming the file. A SavedModel without one is served as fp32."""
   if not os.path.exists(os.path.join(path, "saved_model.pb")):
     raise ServingError(f"{path}: not a SavedModel folder (no saved_model.pb)")
   manifest_path = os.path.join(path, MANIFEST)
   if not os.path.exists(manifest_path):
     return dict(format=MANIFEST_FORMAT, precision="fp32", runtime="saved_model")
-  try:
-    with open(manifest_path, encoding="utf-8") as f:
-      manifest = json.load(f)
-  except (OSError, ValueError) as e:
-    raise ServingError(f"{manifest_path}: unreadable ({e})") from None
-  if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
+  manifest = read_json(manifest_path, ServingError)
+  if manifest.get("format") != MANIFEST_FORMAT:
     raise ServingError(f"{manifest_path}: not a {MANIFEST_FORMAT} manifest")
+  manifest.setdefault("runtime", "saved_model")
+  for field, choices in (("runtime", RUNTIMES), ("precision", PRECISIONS)):
+    if field in manifest and manifest[field] not in choices:
+      raise ServingError(f"{manifest_path}: unknown {field} "
+                         f"{manifest[field]!r} ({' or '.join(choices)})")
+  inputs = manifest.get("string_inputs", [])
+  if (not isinstance(inputs, list) or not all(
+      isinstance(n, str) and n for n in inputs)
+      or len(set(inputs)) != len(inputs)):
+    raise ServingError(f"{manifest_path}: string_inputs must be a list of "
+                       f"distinct input names, found {inputs!r}")
+  if manifest["runtime"] == "tflite":
+    network = named_path(os.path.join(path, "assets.extra"),
+                         manifest.get("network"), ServingError, manifest_path)
+    if not os.path.isfile(network):
+      raise ServingError(f"{manifest_path}: names a TFLite network "
+                         f"{manifest['network']!r} that is not in assets.extra")
   return manifest
 
 
@@ -109,34 +127,49 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
       TensorFlow's own thread pools.
   """
   manifest = read_manifest(path)
-  loaded = tf.saved_model.load(path)
+  loaded = _load_saved_model(path)
   signatures = loaded.signatures
   if "serving_default" not in signatures:
     raise ServingError(f"{path}: the SavedModel has no serving_default signature")
   serve = signatures["serving_default"]
   names = tuple(sorted(serve.structured_input_signature[1]))
+  if set(manifest.get("string_inputs", names)) != set(names):
+    raise ServingError(f"{os.path.join(path, MANIFEST)}: string_inputs "
+                       f"{manifest['string_inputs']} are not the SavedModel's "
+                       f"inputs ({', '.join(names)})")
   names = tuple(manifest.get("string_inputs", names))
-  runtime = manifest.get("runtime", "saved_model")
-  if runtime == "saved_model":
+  if manifest["runtime"] == "saved_model":
     function = SavedModelServing(serve, names)
-  elif runtime == "tflite":
+  else:
     from bert.serving import tflite  # pylint: disable=g-import-not-at-top
-    network_path = os.path.join(path, "assets.extra", manifest.get("network", ""))
-    if not manifest.get("network") or not os.path.isfile(network_path):
-      raise ServingError(f"{os.path.join(path, MANIFEST)}: names a TFLite network "
-                         f"{manifest.get('network')!r} that is not in assets.extra")
+    stages = ("preprocess", "network", "postprocess")
+    if any(stage not in signatures for stage in stages):
+      raise ServingError(f"{path}: a TFLite export needs the signatures "
+                         f"{', '.join(stages)}; found {', '.join(signatures)}")
+    network_path = os.path.join(path, "assets.extra", manifest["network"])
     with open(network_path, "rb") as f:
-      network = tflite.TFLiteNetwork(f.read(), num_threads=num_threads)
+      blob = f.read()
+    try:
+      network = tflite.TFLiteNetwork(blob, num_threads=num_threads)
+    except (ValueError, RuntimeError, KeyError) as e:
+      raise ServingError(f"{network_path}: not a TFLite network this export "
+                         f"can run ({first_line(e)})") from None
     function = StagedServing(signatures["preprocess"], network,
                              signatures["postprocess"], names,
                              empty_network=signatures["network"])
-  else:
-    raise ServingError(f"{os.path.join(path, MANIFEST)}: unknown runtime "
-                       f"{runtime!r} (saved_model or tflite)")
   function.manifest = manifest
   # Keeps the SavedModel's resources (tables, variables) alive.
   function.saved_model = loaded
   return function
+
+
+def _load_saved_model(path: str):
+  """`tf.saved_model.load`, a damaged SavedModel being one ServingError."""
+  try:
+    return tf.saved_model.load(path)
+  except (OSError, ValueError, KeyError, DecodeError, tf.errors.OpError) as e:
+    raise ServingError(f"{path}: cannot load the SavedModel ({first_line(e)})"
+                       ) from None
 
 
 def as_numpy(outputs: Mapping[str, tf.Tensor]) -> Dict[str, np.ndarray]:

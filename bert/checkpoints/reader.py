@@ -1,0 +1,202 @@
+"""Reading a checkpoint folder: its format, metadata, config and weights.
+
+`read_folder` gives the config and the weights as TF1-named arrays for every
+format but ours ("tf2"), and `check_before_building` compares the two before
+a single variable is allocated: a config that does not fit its weights is
+one line naming both files, never an allocation failing deep inside
+TensorFlow. Every JSON file and every file name written inside one is read
+with `bert.untrusted` (one line naming the file; nothing outside the folder).
+"""
+
+import math
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from bert.checkpoints import hf
+from bert.checkpoints import keras_hub
+from bert.checkpoints import mapping
+from bert.checkpoints import model_garden
+from bert.checkpoints import tf1
+from bert.checkpoints import tfhub
+from bert.checkpoints.compat import check_vocab_size
+from bert.checkpoints.errors import CheckpointError
+from bert.config import BertConfig
+from bert.data._io import present
+from bert.data.errors import DataError
+from bert.untrusted import named_path, read_json
+
+METADATA_FILE = "bert_checkpoint.json"
+GOOGLE_CONFIG = "bert_config.json"
+HF_CONFIG = "config.json"
+VOCAB_FILE = "vocab.txt"
+RUN_CONFIG = "operative_config.gin"   # what makes a folder a bert-train run
+TF2_PREFIX = "ckpt"
+
+
+def detect_format(path: str) -> str:
+  """Which format the checkpoint folder holds; CheckpointError if none."""
+  folder = check_folder(path)
+  files = set(os.listdir(folder))
+  if METADATA_FILE in files and metadata(folder).get("format") == "bert-tf2":
+    return "tf2"
+  if hf.SAFETENSORS in files or hf.SAFETENSORS_INDEX in files:
+    return "hf"
+  if tfhub.is_saved_model(folder):
+    return "tfhub"
+  if keras_hub.is_preset(folder):
+    return "keras_hub"
+  if RUN_CONFIG in files:
+    return "run"
+  hf.reject_pickles(folder)
+  if any(f.endswith(".index") for f in files) or "checkpoint" in files:
+    keys = _checkpoint_keys(tf1.find_prefix(folder))
+    if model_garden.is_model_garden(keys):
+      return "model_garden"
+    if any(k.startswith("bert/") for k in keys):
+      return "tf1"
+    raise CheckpointError(f"{folder}: a TF checkpoint, but neither "
+                          "google-research TF1 names (bert/...) nor a Model "
+                          "Garden encoder")
+  raise CheckpointError(
+      f"{folder}: unknown checkpoint format (found "
+      f"{', '.join(sorted(files)) or 'no files'}); expected {METADATA_FILE}, "
+      f"{hf.SAFETENSORS}, bert_model.ckpt.index, {tfhub.SAVED_MODEL} with "
+      f"variables/, or a KerasHub {keras_hub.WEIGHTS}")
+
+
+def metadata(folder: str) -> dict:
+  path = os.path.join(folder, METADATA_FILE)
+  if not present(path):
+    return {}
+  return read_json(path, CheckpointError)
+
+
+def tf2_prefix(folder: str) -> str:
+  """The checkpoint prefix our metadata names (inside `folder`)."""
+  return named_path(folder, metadata(folder).get("checkpoint", TF2_PREFIX),
+                    CheckpointError, os.path.join(folder, METADATA_FILE))
+
+
+def check_folder(path: str) -> str:
+  if not os.path.exists(path):
+    raise CheckpointError(f"{path}: no such checkpoint folder")
+  if not os.path.isdir(path):
+    raise CheckpointError(f"{path}: expected a checkpoint folder, got a file")
+  return path
+
+
+def _checkpoint_keys(prefix):
+  return list(_shapes(prefix))
+
+
+def _shapes(prefix):
+  with tf1.reading(prefix):
+    return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+
+
+def read_folder(folder, fmt, preprocessor):
+  """(config, {TF1 name: array} (None for "tf2"), vocab file, do_lower_case,
+  source file) of a checkpoint folder of format `fmt`."""
+  if fmt == "tfhub":
+    arrays, do_lower_case, heads, config = tfhub.read(folder)
+    # Only this library's exports (which carry their config) may lack a vocab.
+    vocab_required = config is None
+    if config is None:
+      config = tfhub.infer_config(
+          arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
+    vocab_file, preprocessor_lower_case = tfhub.assets(
+        folder, preprocessor, required=vocab_required)
+    if (do_lower_case is not None and preprocessor_lower_case is not None
+        and do_lower_case != preprocessor_lower_case):
+      raise CheckpointError(
+          f"{preprocessor}: its casing (do_lower_case={preprocessor_lower_case}) "
+          f"contradicts the encoder's (do_lower_case={do_lower_case})")
+    if do_lower_case is None:
+      do_lower_case = preprocessor_lower_case
+    return (config, arrays, vocab_file, do_lower_case,
+            os.path.join(folder, tfhub.VARIABLES))
+  if fmt == "keras_hub":
+    vocab_file, do_lower_case = keras_hub.tokenizer(folder)
+    return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
+            do_lower_case, os.path.join(folder, keras_hub.WEIGHTS))
+  config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
+  vocab_file = os.path.join(folder, VOCAB_FILE)
+  if not present(vocab_file):
+    vocab_file = None
+  do_lower_case = _do_lower_case(folder, fmt)
+  if fmt == "tf2":
+    return config, None, vocab_file, do_lower_case, folder
+  if fmt == "hf":
+    return (config, hf.read_tf1_arrays(folder), vocab_file, do_lower_case,
+            os.path.join(folder, hf.SAFETENSORS))
+  prefix = tf1.find_prefix(folder)
+  arrays = (model_garden.read(prefix) if fmt == "model_garden"
+            else tf1.read_arrays(prefix))
+  return config, arrays, vocab_file, do_lower_case, prefix
+
+
+def _config_file(folder, fmt) -> Optional[str]:
+  """The file the config of a checkpoint of format `fmt` comes from."""
+  if fmt in ("hf", "keras_hub"):
+    return os.path.join(folder, HF_CONFIG)
+  if fmt == "tfhub":
+    own = os.path.join(folder, "assets", tfhub.OWN_CONFIG)
+    return own if present(own) else None      # else inferred from the weights
+  return os.path.join(folder, GOOGLE_CONFIG)
+
+
+def check_before_building(folder, fmt, config, arrays, heads, source):
+  """The weights' shapes and dtypes against `config` (`mapping.check_arrays`),
+  or for our own format, which has no TF1 names, the number of values the
+  config needs against the number stored (`mapping.check_size`)."""
+  config_file = _config_file(folder, fmt)
+  if fmt == "tf2":
+    prefix = tf2_prefix(folder)
+    shapes = _shapes(prefix)
+    stored = sum(math.prod(shape) for key, shape in shapes.items()
+                 if key.startswith("encoder/"))
+    mapping.check_size(config, stored, prefix, config_file)
+    return
+  mapping.check_arrays(
+      mapping.expected_shapes(config, masked_lm=heads,
+                              next_sentence=heads and fmt != "tfhub"),
+      arrays, source, ignore_heads=not heads, config_file=config_file)
+
+
+def _read_config(folder, name):
+  path = os.path.join(folder, name)
+  if not os.path.exists(path):
+    raise CheckpointError(f"{path}: config file not found")
+  return BertConfig.from_json_file(path)
+
+
+def check_vocab(vocab_file, config):
+  """`check_vocab_size`, a malformed vocab being a CheckpointError too."""
+  try:
+    check_vocab_size(vocab_file, config)
+  except DataError as e:
+    raise CheckpointError(str(e)) from None
+
+
+def _do_lower_case(folder, fmt) -> Optional[bool]:
+  """From the checkpoint's metadata where known, else None."""
+  value = metadata(folder).get("do_lower_case")
+  tokenizer_config = os.path.join(folder, "tokenizer_config.json")
+  if value is None and present(tokenizer_config):
+    value = read_json(tokenizer_config, CheckpointError).get("do_lower_case")
+  if value is not None:
+    if not isinstance(value, bool):
+      raise CheckpointError(f"{folder}: do_lower_case must be true or false, "
+                            f"found {value!r}")
+    return value
+  if fmt in ("tf1", "model_garden"):
+    # google-research release folders say it in their name
+    # (uncased_L-12_H-768_A-12, cased_L-12_H-768_A-12).
+    base = os.path.basename(os.path.normpath(folder)).lower()
+    if "uncased" in base:
+      return True
+    if "cased" in base:
+      return False
+  return None
