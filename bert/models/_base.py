@@ -12,6 +12,7 @@ from bert import precision as precision_lib
 from bert.features import ENCODER_INPUTS
 from bert.models._keras_training import KerasTraining
 from bert.networks.encoder_scaffold import encoder_inputs
+from bert.validation import ConfigError, check_labels
 
 
 def per_example(layer, pooled, training=None):
@@ -159,6 +160,11 @@ class EncoderModel(KerasTraining, tf_keras.Model):
         `dropout_rate`).
     """
     from bert import checkpoints  # pylint: disable=g-import-not-at-top
+    labels = cls._checked_labels(f"{cls.__name__}.from_pretrained", labels,
+                                 head_args.get("num_classes"))
+    if labels is None and cls.needs_labels:
+      raise ConfigError(f"{cls.__name__}.from_pretrained needs labels=[...], "
+                        "the names of the classes (e.g. the tags)")
     choice = precision_lib.choose(precision)
     with precision_lib.policy_scope(choice.policy):
       ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
@@ -179,6 +185,31 @@ class EncoderModel(KerasTraining, tf_keras.Model):
     return model
 
   _needs_pretraining_heads = False
+  # The fewest class names `labels` may give (the classifier: 2), and
+  # whether `from_pretrained` needs them (the tagger's preprocessor does).
+  min_labels = 1
+  needs_labels = False
+
+  @classmethod
+  def _checked_labels(cls, owner: str, labels, num_classes=None):
+    """`labels` as a list of distinct names, one per class of the head
+    (`num_classes` when given); a ConfigError naming `owner` otherwise."""
+    if labels is None:
+      return None
+    if "num_classes" not in cls._head_config:
+      raise ConfigError(f"{owner}: a {cls.__name__} has no classes to name; "
+                        f"labels={labels!r} is not one of its arguments")
+    labels = check_labels(owner, labels)
+    if len(labels) < cls.min_labels:
+      raise ConfigError(f"{owner}: labels={labels!r} names {len(labels)} "
+                        f"class(es); a {cls.__name__} needs at least "
+                        f"{cls.min_labels}" + (" (num_classes=1, without "
+                        "labels, is a regression)" if cls.min_labels > 1
+                                               else ""))
+    if num_classes is not None and num_classes != len(labels):
+      raise ConfigError(f"{owner}: labels={labels!r} names {len(labels)} "
+                        f"classes but num_classes={num_classes!r}")
+    return labels
 
   @classmethod
   def _from_checkpoint(cls, checkpoint, labels=None, **head_args):
@@ -226,7 +257,16 @@ class EncoderModel(KerasTraining, tf_keras.Model):
   def attach_preprocessor(self, preprocessor) -> None:
     """Sets `preprocessor` (saved through `get_config`, not as a tracked
     layer: it has no weights, and its tokenizer is rebuilt from the
-    vocabulary on load)."""
+    vocabulary on load). It must be of this model's `preprocessor_class`,
+    with one label per class."""
+    owner = f"{self.name}.attach_preprocessor"
+    wanted = self.preprocessor_class
+    if wanted is not None and not isinstance(preprocessor, wanted):
+      raise ConfigError(f"{owner}: a {type(self).__name__} takes a "
+                        f"{wanted.__name__}, not {type(preprocessor).__name__}")
+    labels = getattr(preprocessor, "labels", None)
+    if labels:
+      self._checked_labels(owner, labels, getattr(self, "num_classes", None))
     object.__setattr__(self, "preprocessor", preprocessor)
 
   def export(self, path: str, precision: str = "fp32", gate=None) -> dict:

@@ -9,6 +9,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert.models import _keras_raw as raw_inputs
+from bert.validation import ConfigError
+
 
 class KerasTraining:
   """Mixed into `EncoderModel` (before `tf_keras.Model`, whose `compile`,
@@ -77,42 +80,35 @@ class KerasTraining:
       object.__setattr__(self, "_stat_metrics", {
           name: tf_keras.metrics.Mean(name=name) for name in self.stat_names})
 
-  def _raw(self, x) -> bool:
-    """Whether `x` is raw input for this model's preprocessor."""
-    from bert.models import preprocessor_base  # pylint: disable=g-import-not-at-top
-    if x is None or isinstance(x, (dict, tf.data.Dataset)):
-      return False
-    raw = preprocessor_base.is_raw_text(x)
-    if raw and self.preprocessor is None:
-      raise ValueError(f"{self.name}: raw text needs a preprocessor; build the "
-                       f"model with {type(self).__name__}.from_pretrained(...) "
-                       "or pass the encoder's int inputs")
-    return raw
-
-  def _raw_dataset(self, x, y, batch_size):
-    """One pass over raw inputs, batched by length bucket."""
-    features = self.preprocessor.encode(x, y)
-    targets = None if y is None else self.preprocessor.targets(y, features)
-    return self.preprocessor.dataset(features, targets, batch_size or 32)
+  def check_targets(self, x, y) -> None:
+    """Checks in-memory targets `y` of the encoder's int inputs `x` (a
+    dict) once, before Keras' steps (e.g. class ids in range)."""
+    del x, y
 
   def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
     """Keras `evaluate`; raw inputs (see `preprocessor`) are tokenized and
     batched by length bucket."""
-    if self._raw(x):
-      x, y, batch_size = self._raw_dataset(x, y, batch_size), None, None
+    raw, x = raw_inputs.raw(self, x)
+    if raw:
+      x, y = raw_inputs.dataset(self, x, y, batch_size, "evaluate"), None
+      batch_size = None
+    else:
+      raw_inputs.check_keras_targets(self, x, y)
     return super().evaluate(x, y, batch_size=batch_size, **kwargs)
 
   def predict(self, x, batch_size=None, **kwargs):
     """Keras `predict`; on raw inputs, what the task means (e.g. labels and
     probabilities, one tag per word; see the preprocessor's `decode`)."""
-    if not self._raw(x):
+    raw, x = raw_inputs.raw(self, x)
+    if not raw:
       return super().predict(x, batch_size=batch_size, **kwargs)
-    features = self.preprocessor.encode(x)
+    batch_size = raw_inputs.batch_size(self, "predict", batch_size, 64)
+    features = raw_inputs.features(self, x, None, "predict", needs_y=False)
     if getattr(self, "_predict_fn", None) is None:
       object.__setattr__(self, "_predict_fn", tf.function(
           lambda batch: self(batch, training=False), reduce_retracing=True))
     outputs = self.preprocessor.predict_features(self._predict_fn, features,
-                                                 batch_size or 64)
+                                                 batch_size)
     return self.preprocessor.decode(outputs, features, x)
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1,
@@ -137,25 +133,27 @@ class KerasTraining:
     `bert-train --task=distill`.
     """
     dropout_generators(self)     # where run_experiment creates them
-    raw = self._raw(x)
+    raw, x = raw_inputs.raw(self, x)
     if teacher is not None and not raw:
       raise ValueError(f"{self.name}.fit(teacher=...) takes raw inputs (text, "
                        "through the preprocessor), which the teacher reads too")
     if raw:
       from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
-      features = self.preprocessor.encode(x, y)
+      batch_size = raw_inputs.batch_size(self, "fit", batch_size, 32)
+      features = raw_inputs.features(self, x, y, "fit", needs_y=teacher is None)
       if teacher is not None:
         targets = self._distillation_targets(teacher, distillation, features, y)
       else:
-        targets = self.preprocessor.targets(y, features)
+        targets = self.preprocessor.targets(features)
       kwargs.setdefault("steps_per_epoch", lb.steps_per_epoch(
-          len(features["input_word_ids"]), batch_size or 32))
-      x = self.preprocessor.dataset(features, targets, batch_size or 32,
+          len(features["input_word_ids"]), batch_size))
+      x = self.preprocessor.dataset(features, targets, batch_size,
                                     training=True, shuffle=shuffle)
       y = None
-    if (isinstance(validation_data, tuple) and validation_data
-        and self._raw(validation_data[0])):
-      validation_data = self._raw_dataset(*validation_data[:2], batch_size)
+    else:
+      raw_inputs.check_keras_targets(self, x, y)
+    validation_data = raw_inputs.validation_data(self, validation_data,
+                                                 batch_size)
     if raw:
       batch_size = None
     if getattr(self, "_recipe", None) is not None:
@@ -184,27 +182,27 @@ class KerasTraining:
     from bert.tasks.configs import DistillationConfig  # pylint: disable=g-import-not-at-top
     config = config or DistillationConfig()
     if not isinstance(config, DistillationConfig):
-      raise ValueError(f"{self.name}.fit: distillation must be a "
-                       f"DistillationConfig, got {type(config).__name__}")
+      raise ConfigError(f"{self.name}.fit: distillation must be a "
+                        f"DistillationConfig, got {type(config).__name__}")
     if config.intermediate or config.teacher_outputs == "on_the_fly":
-      raise ValueError(f"{self.name}.fit(teacher=...) learns from the "
-                       "teacher's outputs, computed once; the hidden-state and "
-                       "attention losses (an on-the-fly teacher) are "
-                       "bert-train --task=distill's (DistillationTask)")
+      raise ConfigError(f"{self.name}.fit(teacher=...) learns from the "
+                        "teacher's outputs, computed once; the hidden-state and "
+                        "attention losses (an on-the-fly teacher) are "
+                        "bert-train --task=distill's (DistillationTask)")
     kind = getattr(self, "distillation_kind", None)
     if kind is None or getattr(teacher, "distillation_kind", None) != kind:
-      raise ValueError(f"{self.name}.fit: the teacher must be a trained model "
-                       f"of this task ({type(self).__name__}), got "
-                       f"{type(teacher).__name__}")
+      raise ConfigError(f"{self.name}.fit: the teacher must be a trained model "
+                        f"of this task ({type(self).__name__}), got "
+                        f"{type(teacher).__name__}")
     mine = self.preprocessor
     theirs = getattr(teacher, "preprocessor", None)
     if theirs is not None and (theirs.vocabulary != mine.vocabulary
                                or theirs.lower_case != mine.lower_case):
-      raise ValueError(f"{self.name}.fit: the teacher's vocabulary ("
-                       f"{len(theirs.vocabulary)} tokens, lower_case="
-                       f"{theirs.lower_case}) is not this model's "
-                       f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
-                       "; student and teacher must share one vocabulary")
+      raise ConfigError(f"{self.name}.fit: the teacher's vocabulary ("
+                        f"{len(theirs.vocabulary)} tokens, lower_case="
+                        f"{theirs.lower_case}) is not this model's "
+                        f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
+                        "; student and teacher must share one vocabulary")
     from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
     n = len(features["input_word_ids"])
     call = tf.function(lambda batch: teacher(batch, training=False),
@@ -224,7 +222,7 @@ class KerasTraining:
       for k in ("start_positions", "end_positions"):
         targets[k] = features[k] if labeled else np.zeros([n], np.int32)
     elif labeled:
-      targets["label"] = mine.targets(y, features)
+      targets["label"] = mine.targets(features)
     else:
       targets["label"] = np.full([n], -1 if kind == "classification" else 0,
                                  np.int32 if kind == "classification" else np.float32)

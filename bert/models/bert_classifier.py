@@ -3,9 +3,11 @@
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
+from bert.models import inputs
 from bert.models._base import EncoderModel, per_example
 from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
+from bert.validation import check_float, check_int
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -23,10 +25,14 @@ class BertClassifier(EncoderModel):
 
   _head_config = ("num_classes", "dropout_rate")
   preprocessor_class = TextClassifierPreprocessor
+  min_labels = 2           # one output is a regression, which has no names
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
     kwargs.setdefault("name", "bert_classifier")
+    num_classes = check_int("BertClassifier", "num_classes", num_classes, 1)
+    check_float("BertClassifier", "dropout_rate", dropout_rate,
+                0.0, 1.0, max_open=True)
     super().__init__(encoder, **kwargs)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
@@ -71,6 +77,13 @@ class BertClassifier(EncoderModel):
     from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
     return objectives.classification_stats(outputs["logits"], y,
                                            regression=self.num_classes == 1)
+
+  def check_targets(self, x, y):
+    """y: class ids in [0, num_classes) (regression: finite numbers)."""
+    if self.num_classes == 1:
+      inputs.regression_targets(y, "y")
+    else:
+      inputs.class_ids(y, "y", self.num_classes)
 
   def default_metrics(self):
     from bert.tasks import metrics  # pylint: disable=g-import-not-at-top

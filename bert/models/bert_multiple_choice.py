@@ -4,10 +4,12 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
+from bert.models import inputs
 from bert.models._base import EncoderModel
 from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.features import ENCODER_INPUTS
 from bert.networks.encoder_scaffold import EncoderScaffold
+from bert.validation import check_float
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -28,6 +30,8 @@ class BertMultipleChoice(EncoderModel):
   def __init__(self, encoder: EncoderScaffold, dropout_rate: float = 0.1,
                **kwargs):
     kwargs.setdefault("name", "bert_multiple_choice")
+    check_float("BertMultipleChoice", "dropout_rate",
+                dropout_rate, 0.0, 1.0, max_open=True)
     super().__init__(encoder, **kwargs)
     self.dropout_rate = dropout_rate
     self.head = ClassificationHead(
@@ -57,3 +61,9 @@ class BertMultipleChoice(EncoderModel):
     """y: int index of the right choice [batch]."""
     from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
     return objectives.classification_stats(outputs["logits"], y)
+
+  def check_targets(self, x, y):
+    """y: the index of the right choice, in [0, num_choices)."""
+    shape = getattr(x.get("input_word_ids"), "shape", None)
+    inputs.class_ids(y, "y", shape[1] if shape is not None and len(shape) == 3
+                     else None)

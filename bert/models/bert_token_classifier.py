@@ -5,9 +5,11 @@ import tf_keras
 
 from bert.layers.dropout import Dropout
 from bert.layers._util import initializer
+from bert.models import inputs
 from bert.models._base import EncoderModel
 from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
+from bert.validation import check_float, check_int
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -20,10 +22,15 @@ class BertTokenClassifier(EncoderModel):
 
   _head_config = ("num_classes", "dropout_rate")
   preprocessor_class = TokenClassifierPreprocessor
+  needs_labels = True
 
   def __init__(self, encoder: EncoderScaffold, num_classes: int,
                dropout_rate: float = 0.1, **kwargs):
     kwargs.setdefault("name", "bert_token_classifier")
+    num_classes = check_int("BertTokenClassifier", "num_classes", num_classes,
+                            1)
+    check_float("BertTokenClassifier", "dropout_rate",
+                dropout_rate, 0.0, 1.0, max_open=True)
     super().__init__(encoder, **kwargs)
     self.num_classes = num_classes
     self.dropout_rate = dropout_rate
@@ -56,3 +63,7 @@ class BertTokenClassifier(EncoderModel):
     """y: int label ids [batch, seq], -1 where no tag is predicted."""
     from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
     return objectives.token_stats(outputs["logits"], y)
+
+  def check_targets(self, x, y):
+    """y: tag ids [batch, seq] in [0, num_classes), -1 where untagged."""
+    inputs.ids_in_range(y, "y", -1, self.num_classes)

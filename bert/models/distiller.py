@@ -12,6 +12,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers._util import initializer
+from bert.validation import ConfigError
 
 
 class Distiller(tf_keras.Model):
@@ -40,10 +41,11 @@ class Distiller(tf_keras.Model):
                layer_map: Optional[Sequence[int]] = None, hidden: bool = False,
                attention: bool = False, masking=None, **kwargs):
     kwargs.setdefault("name", "distiller")
+    _check_pair(student, teacher, layer_map, hidden or attention)
     super().__init__(**kwargs)
     if (hidden or attention or masking is not None) and teacher is None:
-      raise ValueError("Distiller: the intermediate losses and masking need "
-                       "the teacher")
+      raise ConfigError("Distiller: the intermediate losses and masking need "
+                        "the teacher")
     self.masking = masking
     self.student = student
     # Frozen and untracked: not in trainable_variables, not in checkpoints.
@@ -108,3 +110,25 @@ class Distiller(tf_keras.Model):
   def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
     """The student's serving export (see its `export`)."""
     return self.student.export(path, precision=precision, gate=gate)
+
+
+def _check_pair(student, teacher, layer_map, intermediate: bool) -> None:
+  """A student task model, a teacher of its class, and (for the
+  intermediate losses) one teacher block per student block."""
+  if not hasattr(student, "call_with_internals"):   # an EncoderModel
+    raise ConfigError(f"Distiller.student must be a task model (e.g. a "
+                      f"BertClassifier), got {type(student).__name__}")
+  if teacher is not None and not isinstance(teacher, type(student)):
+    raise ConfigError(f"Distiller.teacher must be a {type(student).__name__} "
+                      f"like the student, got {type(teacher).__name__}")
+  if not intermediate or teacher is None:
+    return
+  blocks = len(student.encoder.transformer_layers)
+  total = len(teacher.encoder.transformer_layers)
+  layers = list(layer_map or ())
+  if len(layers) != blocks or any(
+      isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < total
+      for j in layers):
+    raise ConfigError(f"Distiller.layer_map must give each of the student's "
+                      f"{blocks} blocks a teacher block in 0..{total - 1}, got "
+                      f"{layers}")

@@ -17,10 +17,13 @@ from bert.features import ENCODER_INPUTS
 class BertPreprocessor(tf_keras.layers.Layer):
   """Base: vocabulary, casing, sequence length and the length buckets.
 
-  Subclasses implement `encode(x)` (raw inputs -> dict of int32 NumPy
-  arrays, one row per model input row), `targets(y, features)` (raw labels
-  -> per-row arrays) and `decode(outputs, features, x)` (model outputs in
-  row order -> task-level predictions).
+  Subclasses implement `check(x, y, num_classes)` (raw inputs and labels
+  checked, with `bert.models.inputs`, one error naming any bad item),
+  `_encode(x, y)` (checked inputs -> dict of int32 NumPy arrays, one row per
+  model input row, with the targets), `targets(features)` and
+  `decode(outputs, features, x)` (model outputs in row order -> task-level
+  predictions). `encode(x, y)` is `check` then `_encode`: no raw input
+  reaches the tokenizer unchecked.
   """
 
   def __init__(self, vocabulary: Sequence[str], lower_case: bool,
@@ -63,14 +66,30 @@ class BertPreprocessor(tf_keras.layers.Layer):
     return preprocessor
 
   # ------------------------------------------------------------ interface
-  def encode(self, x, y=None) -> Dict[str, np.ndarray]:
-    """Model inputs (and any per-row label features) of raw inputs `x`
-    with their raw labels `y` (None for prediction)."""
+  def encode(self, x, y=None, num_classes: Optional[int] = None
+             ) -> Dict[str, np.ndarray]:
+    """Model inputs of raw inputs `x` (with raw labels `y`, also their
+    targets: `targets(features)`), once `check` has found them well-formed.
+
+    num_classes: the model's class count, which integer labels must be
+      below (1: regression targets); None: unknown (labels given by name
+      are still checked against `labels`).
+    """
+    x, y = self.check(x, y, num_classes)
+    return self._encode(x, y)
+
+  def check(self, x, y=None, num_classes: Optional[int] = None):
+    """(x, y) as `_encode` takes them; a bad argument or item is a
+    `DataError` (an `InputTypeError` for a wrong type) naming it
+    (`bert.models.inputs`)."""
     raise NotImplementedError
 
-  def targets(self, y, features: Dict[str, np.ndarray]):
-    del features
-    return np.asarray(y)
+  def _encode(self, x, y) -> Dict[str, np.ndarray]:
+    raise NotImplementedError
+
+  def targets(self, features: Dict[str, np.ndarray]):
+    """The targets `fit` and `evaluate` feed, from `encode(x, y)`."""
+    return features["label"]
 
   def decode(self, outputs: Dict[str, np.ndarray], features, x):
     del features, x
@@ -155,28 +174,3 @@ class BertPreprocessor(tf_keras.layers.Layer):
                   seq_length=self.seq_length,
                   length_buckets=list(self.length_buckets))
     return config
-
-
-def text_columns(x, what: str) -> List[np.ndarray]:
-  """Raw text input as 1 or 2 string columns."""
-  if isinstance(x, tuple) and len(x) == 2:
-    a, b = (np.asarray(list(t), dtype=object) for t in x)
-    if len(a) != len(b):
-      raise ValueError(f"{what}: {len(a)} first texts but {len(b)} second")
-    return [a, b]
-  if isinstance(x, str):
-    raise ValueError(f"{what}: give a list of strings (or an (a, b) pair of "
-                     "lists), not one string")
-  return [np.asarray(list(x), dtype=object)]
-
-
-def is_raw_text(x) -> bool:
-  """Whether `x` is raw text: strings, or a tuple of string lists."""
-  first = x[0] if isinstance(x, tuple) and x else x
-  try:
-    item = next(iter(first))
-  except (TypeError, StopIteration):
-    return False
-  if isinstance(item, (list, tuple)) and item:   # words of a sentence
-    item = item[0]
-  return isinstance(item, (str, bytes))

@@ -21,7 +21,10 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert.models.preprocessor_base import BertPreprocessor, text_columns
+from bert.data.errors import DataError
+from bert.models import inputs
+from bert.models.preprocessor_base import BertPreprocessor
+from bert.validation import ConfigError, check_labels
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -38,7 +41,7 @@ class TextClassifierPreprocessor(BertPreprocessor):
                length_buckets=None, labels: Optional[Sequence[str]] = None,
                text_pairs: Optional[bool] = None, **kwargs):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
-    self.labels = list(labels) if labels else None
+    self.labels = check_labels(type(self).__name__, labels) or None
     self.text_pairs = text_pairs
 
   def call(self, inputs):
@@ -48,32 +51,37 @@ class TextClassifierPreprocessor(BertPreprocessor):
     return self.tokenizer.packer([self.tokenizer.layer(s) for s in segments],
                                  seq_length=self.seq_length)
 
-  def encode(self, x, y=None):
-    texts = text_columns(x, "TextClassifierPreprocessor")
-    pairs = len(texts) == 2
+  def check(self, x, y=None, num_classes=None):
+    """x: a list of texts, or an (a, b) pair of lists; y: class ids, or
+    names in `labels` (regression, num_classes=1: finite numbers)."""
+    columns = inputs.text_columns(x)
+    if y is None:
+      return columns, None
+    if num_classes is None and self.labels:
+      num_classes = len(self.labels)
+    if num_classes == 1:
+      y = inputs.regression_targets(y, "y")
+    elif (num_classes is None and inputs.label_array(y, "y").dtype.kind
+          == "f"):
+      # The head is unknown (a direct `encode`): fractions are targets.
+      y = inputs.regression_targets(y, "y")
+    else:
+      y = inputs.class_ids(y, "y", num_classes, self.labels)
+    inputs.same_count(len(y), "y: {} labels", len(columns[0]), "texts in x")
+    return columns, y
+
+  def _encode(self, x, y):
+    pairs = len(x) == 2
     if self.text_pairs is None and y is not None:
       self.text_pairs = pairs           # what the model is trained on
     elif self.text_pairs is not None and pairs != self.text_pairs:
-      raise ValueError("the model takes " + ("(a, b) pairs of texts" if
-                       self.text_pairs else "single texts") + "; got " +
-                       ("pairs" if pairs else "single texts"))
-    return self.tokenizer.encode(*texts, seq_length=self.seq_length)
-
-  def targets(self, y, features):
-    y = np.asarray(y)
-    if y.dtype.kind in "USO":
-      if not self.labels:
-        raise ValueError("string labels need the class names: "
-                         "from_pretrained(..., labels=[...])")
-      index = {name: i for i, name in enumerate(self.labels)}
-      unknown = sorted({str(v) for v in y if v not in index})
-      if unknown:
-        raise ValueError(f"labels {unknown[:5]} are not among {self.labels}")
-      y = np.asarray([index[v] for v in y], np.int32)
-    if len(y) != len(features["input_word_ids"]):
-      raise ValueError(f"{len(y)} labels for {len(features['input_word_ids'])} "
-                       "texts")
-    return y
+      wanted = "(a, b) pairs of texts" if self.text_pairs else "single texts"
+      raise DataError(f"x: the model takes {wanted}; got "
+                      + ("pairs" if pairs else "single texts"))
+    features = self.tokenizer.encode(*x, seq_length=self.seq_length)
+    if y is not None:
+      features["label"] = y
+    return features
 
   def decode(self, outputs, features, x):
     """{"labels", "probabilities"} (regression: {"scores"})."""
@@ -107,36 +115,33 @@ class TokenClassifierPreprocessor(BertPreprocessor):
                length_buckets=None, labels: Sequence[str] = (), **kwargs):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
     if not labels:
-      raise ValueError("TokenClassifierPreprocessor needs the tag names: "
-                       "from_pretrained(..., labels=[...])")
-    self.labels = list(labels)
+      raise ConfigError("TokenClassifierPreprocessor needs the tag names: "
+                        "from_pretrained(..., labels=[...])")
+    self.labels = check_labels(type(self).__name__, labels)
 
-  def _sentences(self, x, tags=None):
+  def check(self, x, y=None, num_classes=None):
+    """x: a list of sentences, each a list of words; y: per sentence, one
+    tag name per word."""
+    del num_classes
+    return inputs.tagged_sentences(x, y, self.labels)
+
+  @staticmethod
+  def _sentences(words, tags=None):
     from bert.data import ner_data  # pylint: disable=g-import-not-at-top
-    if tags is not None and len(tags) != len(x):
-      raise ValueError(f"{len(tags)} tag lists for {len(x)} sentences")
-    sentences = []
-    for i, words in enumerate(x):
-      if isinstance(words, str):
-        raise ValueError(f"sentence {i}: give a list of words, not a string")
-      sentence_tags = None if tags is None else list(tags[i])
-      if sentence_tags is not None and len(sentence_tags) != len(words):
-        raise ValueError(f"sentence {i}: {len(sentence_tags)} tags for "
-                         f"{len(words)} words")
-      sentences.append(ner_data.Sentence(list(words), sentence_tags, i + 1))
-    return sentences
+    return [ner_data.Sentence(list(w), None if tags is None else list(tags[i]),
+                              i + 1) for i, w in enumerate(words)]
 
-  def encode(self, x, y=None):
+  def _encode(self, x, y):
     """`y`: the tags, one list of tag names per sentence."""
     from bert.data import ner_data  # pylint: disable=g-import-not-at-top
     sentences = self._sentences(x, y)
-    if y is not None:
-      ner_data.check_tags(sentences, self.labels, "(tags given to fit)")
-    return ner_data.encode_sentences(sentences, self.tokenizer, self.seq_length,
-                                     self.labels if y is not None else None)
+    features = ner_data.encode_sentences(sentences, self.tokenizer,
+                                         self.seq_length,
+                                         self.labels if y is not None else None)
+    # The sentences for `decode` (not model inputs).
+    return dict(features, sentences=sentences)
 
-  def targets(self, y, features):
-    del y
+  def targets(self, features):
     return features["label_ids"]     # [rows, seq], -1 where no tag
 
   def decode(self, outputs, features, x):
@@ -144,7 +149,7 @@ class TokenClassifierPreprocessor(BertPreprocessor):
     from bert.data import ner_data  # pylint: disable=g-import-not-at-top
     predicted = outputs["logits"].argmax(-1)
     return dict(tags=ner_data.word_predictions(
-        self._sentences(x), features, predicted, self.labels))
+        features["sentences"], features, predicted, self.labels))
 
   def get_config(self):
     return dict(super().get_config(), labels=self.labels)
@@ -181,35 +186,22 @@ class SpanLabelerPreprocessor(BertPreprocessor):
     self.version_2 = version_2
     self.null_score_diff_threshold = null_score_diff_threshold
 
-  def examples(self, x, y=None):
-    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
-    if not (isinstance(x, tuple) and len(x) == 2):
-      raise ValueError("SpanLabelerPreprocessor: give (questions, contexts), "
-                       "two lists of strings")
-    questions, contexts = (list(t) for t in x)
-    if len(questions) != len(contexts):
-      raise ValueError(f"{len(questions)} questions but {len(contexts)} contexts")
-    if y is not None and len(y) != len(questions):
-      raise ValueError(f"{len(y)} answers for {len(questions)} questions")
-    out = []
-    for i, (question, context) in enumerate(zip(questions, contexts)):
-      answers, impossible = [], False
-      if y is not None:
-        answer = y[i]
-        if answer is None:
-          impossible = True
-        else:
-          text, start = (answer["text"], answer["answer_start"]) if isinstance(
-              answer, dict) else answer
-          if context[start:start + len(text)] != text:
-            raise ValueError(f"answer {i}: {text!r} is not at character "
-                             f"{start} of its context")
-          answers = [(text, int(start))]
-      out.append(squad_examples.SquadExample(str(i), question, context, answers,
-                                         impossible))
-    return out
+  def check(self, x, y=None, num_classes=None):
+    """x: (questions, contexts); y: per question (text, answer_start), a
+    dict of them, or None (no answer)."""
+    del num_classes
+    return inputs.questions_and_answers(x, y)
 
-  def encode(self, x, y=None):
+  def examples(self, x, y=None):
+    """SQuAD examples of checked `x` and answers `y`."""
+    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
+    return [squad_examples.SquadExample(
+        str(i), question, context,
+        [] if y is None or y[i] is None else [y[i]],
+        y is not None and y[i] is None)
+            for i, (question, context) in enumerate(zip(*x))]
+
+  def _encode(self, x, y):
     from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
     examples = self.examples(x, y)
     arrays, meta = squad_examples.encode_examples(
@@ -218,7 +210,7 @@ class SpanLabelerPreprocessor(BertPreprocessor):
     # The windows' bookkeeping for `decode` (not model inputs).
     return dict(arrays, examples=examples, meta=meta)
 
-  def targets(self, y, features):
+  def targets(self, features):
     return {k: features[k] for k in ("start_positions", "end_positions")}
 
   def decode(self, outputs, features, x):
@@ -258,23 +250,22 @@ class MultipleChoicePreprocessor(BertPreprocessor):
   `endings`: per context, a list of the same number of strings. Targets:
   the index of the right ending. `predict`: {"choices", "probabilities"}."""
 
-  def encode(self, x, y=None):
-    del y
-    if not (isinstance(x, tuple) and len(x) == 2):
-      raise ValueError("MultipleChoicePreprocessor: give (contexts, endings)")
-    contexts, endings = list(x[0]), [list(e) for e in x[1]]
-    if len(contexts) != len(endings):
-      raise ValueError(f"{len(contexts)} contexts but {len(endings)} ending lists")
-    counts = {len(e) for e in endings}
-    if len(counts) != 1:
-      raise ValueError(f"every context needs the same number of endings; got "
-                       f"{sorted(counts)}")
-    c = counts.pop()
+  def check(self, x, y=None, num_classes=None):
+    """x: (contexts, endings); y: the index of each context's right ending."""
+    del num_classes
+    return inputs.contexts_and_endings(x, y)
+
+  def _encode(self, x, y):
+    contexts, endings = x
+    c = len(endings[0])
     flat = self.tokenizer.encode([t for t in contexts for _ in range(c)],
                                  [e for ends in endings for e in ends],
                                  seq_length=self.seq_length)
-    return {k: v.reshape(len(contexts), c, self.seq_length)
-            for k, v in flat.items()}
+    features = {k: v.reshape(len(contexts), c, self.seq_length)
+                for k, v in flat.items()}
+    if y is not None:
+      features["label"] = y
+    return features
 
   def decode(self, outputs, features, x):
     probabilities = tf.nn.softmax(outputs["logits"], -1).numpy()
