@@ -10,6 +10,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from bert.data.errors import DataError
 from bert.features import ENCODER_INPUTS
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 
@@ -59,9 +60,10 @@ class Tokenizer:
   def get_special_tokens_dict(self):
     return self.layer.get_special_tokens_dict()
 
-  def _batches(self, texts: Sequence[str]) -> Iterable[tf.Tensor]:
+  def _batches(self, texts: Sequence[str], name: str = "texts"
+               ) -> Iterable[tf.Tensor]:
     for i in range(0, len(texts), self.batch_size):
-      yield tf.constant(list(texts[i:i + self.batch_size]), tf.string)
+      yield _strings(texts[i:i + self.batch_size], name, i)
 
   def tokenize(self, texts: Sequence[str]) -> List[np.ndarray]:
     """Wordpiece ids (int32) of each text."""
@@ -103,9 +105,9 @@ class Tokenizer:
     encoder = self._encoders[key]
     parts = []
     for i in range(0, len(texts_a), self.batch_size):
-      args = [tf.constant(list(texts_a[i:i + self.batch_size]), tf.string)]
+      args = [_strings(texts_a[i:i + self.batch_size], "texts_a", i)]
       if texts_b is not None:
-        args.append(tf.constant(list(texts_b[i:i + self.batch_size]), tf.string))
+        args.append(_strings(texts_b[i:i + self.batch_size], "texts_b", i))
       parts.append({k: v.numpy() for k, v in encoder(*args).items()})
     if not parts:
       return {k: np.zeros([0, seq_length], np.int32)
@@ -127,3 +129,23 @@ class Tokenizer:
       else:
         raise KeyError(f"token {token!r} is not in the vocab")
     return out
+
+
+def _strings(texts: Sequence[str], name: str, start: int) -> tf.Tensor:
+  """`texts` as a string tensor; an item that is not text, or a str that is
+  not valid Unicode (a lone surrogate, which has no UTF-8 form), is a
+  DataError naming `name[index]` (TensorFlow's own message names neither)."""
+  texts = list(texts)
+  for i, text in enumerate(texts):
+    if isinstance(text, bytes):
+      continue
+    if not isinstance(text, str):
+      raise DataError(f"{name}[{start + i}] is {type(text).__name__}, not a "
+                      "string")
+    try:
+      text.encode("utf-8")
+    except UnicodeEncodeError as e:
+      raise DataError(f"{name}[{start + i}] is not valid Unicode (lone "
+                      f"surrogate U+{ord(text[e.start]):04X} at character "
+                      f"{e.start})") from None
+  return tf.constant(texts, tf.string)

@@ -322,3 +322,22 @@ def test_codepoint_table_disk_cache(tmp_path, monkeypatch):
     np.testing.assert_array_equal(tn.codepoint_table(True), first)
   finally:
     tn.codepoint_table.cache_clear()
+
+
+def test_offline_tokenizer_names_a_text_it_cannot_take(vocab_file):
+  """Issue 42: a lone surrogate or a non-string among the texts was TF's
+  "Error converting unicode string" / "mixed types", naming no item."""
+  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
+  tok = Tokenizer(vocab_file=vocab_file, batch_size=2)
+  for call, name in ((lambda t: tok.tokenize(t), "texts"),
+                     (lambda t: tok.encode(t, seq_length=16), "texts_a"),
+                     (lambda t: tok.encode(["x"] * 3, t, seq_length=16),
+                      "texts_b")):
+    with pytest.raises(DataError, match=rf"^{name}\[2\] is not valid Unicode "
+                       r"\(lone surrogate U\+D800 at character 1\)$"):
+      call(["fine", "also fine", "a\ud800b"])
+    with pytest.raises(DataError, match=rf"^{name}\[1\] is NoneType, not a "
+                       "string$"):
+      call(["fine", None, "x"])
+  # Positive control: str and bytes both tokenize.
+  assert len(tok.tokenize(["fine", b"bytes too", "x"])) == 3
