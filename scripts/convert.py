@@ -39,6 +39,9 @@ flags.mark_flags_as_required(["input", "output"])
 def main(argv):
   del argv
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  # Converting a folder into itself would replace what it converts.
+  _io.check_not_an_input(FLAGS.output, {"--input": FLAGS.input})
   ckpt = checkpoints.load(FLAGS.input, with_heads=FLAGS.with_heads,
                           format=FLAGS.from_format)
   c = ckpt.config

@@ -56,10 +56,28 @@ flags.mark_flags_as_mutual_exclusive(["output_dir", "output_file"],
                                      required=True)
 
 
+def _output_files():
+  """--output_file's files, each checked before any work: a corpus or vocab
+  named as an output would be replaced by TFRecords, and a device
+  (/dev/null) by a file (each shard is written beside it and renamed)."""
+  if not FLAGS.output_file:
+    return None
+  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert.data.pretraining_shards import expand_inputs  # pylint: disable=g-import-not-at-top
+  outputs = FLAGS.output_file.split(",")
+  inputs = [("--input_file", source)
+            for source in expand_inputs(FLAGS.input_file)]
+  for path in [p.strip() for p in outputs if p.strip()]:
+    _io.check_not_an_input(path, inputs + [("--vocab_file", FLAGS.vocab_file)])
+    _io.check_output_file(path, in_place=False)
+  return outputs
+
+
 def main(argv):
   del argv
   from bert.data.pretraining_data import PretrainingDataConfig  # pylint: disable=g-import-not-at-top
   from bert.data.pretraining_shards import create_pretraining_data, total  # pylint: disable=g-import-not-at-top
+  output_files = _output_files()
   config = PretrainingDataConfig(
       max_seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
@@ -72,8 +90,7 @@ def main(argv):
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
       num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
       overwrite=FLAGS.overwrite,
-      output_files=(FLAGS.output_file.split(",") if FLAGS.output_file
-                    else None))
+      output_files=output_files)
   s = total(summaries)
   slots = s.instances * config.max_seq_length
   print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "

@@ -53,6 +53,10 @@ flags.mark_flags_as_required(["kind", "output"])
 def main(argv):
   del argv
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
+  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  # Say, a preprocessor exported over the encoder it takes its vocab from.
+  _io.check_not_an_input(FLAGS.output, {"--checkpoint": FLAGS.checkpoint,
+                                        "--vocab_file": FLAGS.vocab_file})
   if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessor"):
     raise app.UsageError(f"--precision={FLAGS.precision} is for classifier, "
                          "span_labeler and tagger exports")

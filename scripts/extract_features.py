@@ -29,6 +29,7 @@ flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
 def main(argv):
   del argv
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
+  from bert.data import _io  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   from bert.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
   try:
@@ -36,6 +37,14 @@ def main(argv):
   except ValueError:
     raise app.UsageError(f"--layers={','.join(FLAGS.layers)}: give integer "
                          "layer indices, e.g. -1,-2") from None
+  # The output is checked before the checkpoint is loaded and every line
+  # encoded: it is written once they are.
+  _io.check_not_an_input(FLAGS.output_file, {
+      "--input_file": FLAGS.input_file,
+      "--init_checkpoint": FLAGS.init_checkpoint})
+  # `write_features` renames a temp file over the output, which would
+  # replace a device node (/dev/null) with a file: see issue 42's report.
+  _io.check_output_file(FLAGS.output_file, in_place=False)
   ckpt = checkpoints.load(FLAGS.init_checkpoint)
   lower = FLAGS.do_lower_case if FLAGS.do_lower_case is not None else ckpt.do_lower_case
   if ckpt.vocab_file is None or lower is None:

@@ -70,9 +70,13 @@ def _overrides():
 def main(argv):
   del argv
   import gin  # pylint: disable=g-import-not-at-top
+  from bert.data import _io  # pylint: disable=g-import-not-at-top
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
 
   _gin_config.parse(_overrides())
+  # Checked now, not after the training: written when it ends.
+  config_file = _io.check_output_file(
+      os.path.join(FLAGS.model_dir, "operative_config.gin"))
   runtime = runner.RuntimeConfig()
   # The strategy first: a multi-worker one must start before TensorFlow's
   # runtime, which building the task (a checkpoint, tokenized data) starts.
@@ -81,7 +85,8 @@ def main(argv):
   _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
                                      runtime, runner.OptimizerConfig(),
                                      strategy=strategy)
-  with open(os.path.join(FLAGS.model_dir, "operative_config.gin"), "w") as f:
+  # Whole or not at all: a run folder is read through this file.
+  with _io.atomic_file(config_file) as f:
     f.write(gin.operative_config_str())
   if results:
     print("final: " + " | ".join(f"{k} {v:.4f}" for k, v in results.items()))

@@ -1,11 +1,14 @@
 """Reading user text files (every decoding problem names the file and
-line), and writing output folders atomically."""
+line), and writing output files and folders atomically."""
 
 import errno
 import os
 from typing import Iterator, Tuple
 
-# Output folders: written atomically, replacing only the library's files.
+# Output files and folders: written atomically (a failed or killed write
+# leaves the previous one); a folder replaces only the library's files.
+from bert.data._output_file import (  # noqa: F401 pylint: disable=unused-import
+    atomic_file, check_not_an_input, check_output_file)
 from bert.data._output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
 from bert.data.errors import DataError
 

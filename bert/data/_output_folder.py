@@ -31,9 +31,12 @@ from typing import Callable, Iterator, Optional, Set, Type
 
 from absl import logging
 
-from bert.data._output_record import (delete_recorded, os_error,
+from bert.data._output_record import (RECORD, cannot_write_in,
+                                      check_parent, delete_recorded,
+                                      disk_error, os_error, output_path,
                                       read_record, remove_leftovers,
-                                      this_host, tree, write_record)
+                                      sync_folder, sync_tree, this_host, tree,
+                                      write_failed, write_record)
 
 
 @contextlib.contextmanager
@@ -48,8 +51,8 @@ def atomic_folder(path: str, replaceable: Callable[[str], bool], what: str,
   `error` names it (and the first entry that is not the library's), and
   `what` may be there.
   """
-  path = _target(path)
-  _check_parent(path)
+  path = output_path(path)
+  check_parent(path)
   remove_leftovers(path)
   _check_existing(path, replaceable, what, error)
   tmp = _make_aside(path, "tmp")
@@ -65,10 +68,13 @@ def atomic_folder(path: str, replaceable: Callable[[str], bool], what: str,
         os.chmod(os.path.join(tmp, name), 0o666 & ~umask)
     written = tree(tmp)
     write_record(tmp, written)
+    sync_tree(tmp, written + [RECORD])
     # Checked again: the folder may have changed during a long write.
     old = _set_aside(path, replaceable, what, error, set(written))
-  except BaseException:
+  except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
+    if disk_error(e) is not None:   # a full disk: named, not a traceback
+      raise write_failed(path, disk_error(e), os.path.lexists(path)) from e
     raise
   try:
     os.rename(tmp, path)
@@ -80,6 +86,7 @@ def atomic_folder(path: str, replaceable: Callable[[str], bool], what: str,
       raise os_error(e, f"{path}: could not be replaced ({e.strerror}); its "
                      f"previous content is in {old}") from None
     raise os_error(e, f"{path}: could not be replaced ({e.strerror})") from None
+  sync_folder(os.path.dirname(path))
   if old is not None:
     kept = delete_recorded(old)
     if kept:
@@ -88,31 +95,6 @@ def atomic_folder(path: str, replaceable: Callable[[str], bool], what: str,
 
 
 # ---------------------------------------------------------- checks before
-def _target(path: str) -> str:
-  """The absolute output path; a symlink is followed (the folder it points
-  to is the output), a dangling one is an error naming it."""
-  path = os.path.abspath(path)
-  if os.path.islink(path):
-    try:
-      return os.path.realpath(path, strict=True)
-    except OSError:
-      raise FileNotFoundError(f"{path}: a symlink to {os.readlink(path)!r}, "
-                              "which does not exist; choose another "
-                              "output folder") from None
-  return path
-
-
-def _check_parent(path: str) -> None:
-  """The nearest existing ancestor of `path` must be a folder."""
-  ancestor = os.path.dirname(path)
-  while not os.path.lexists(ancestor):
-    ancestor = os.path.dirname(ancestor)
-  if not os.path.isdir(ancestor):
-    kind = "a file" if os.path.isfile(ancestor) else "not a folder"
-    raise NotADirectoryError(f"{path}: cannot be created, since {ancestor} is "
-                             f"{kind}; choose another output path")
-
-
 def _check_existing(path, replaceable, what, error) -> None:
   """Refuses an existing `path` that may not be replaced, before any work."""
   if not os.path.lexists(path):
@@ -192,5 +174,4 @@ def _make_aside(path: str, kind: str) -> str:
     return tempfile.mkdtemp(dir=parent, prefix=(
         f"{os.path.basename(path)}.{kind}-{this_host()}-{os.getpid()}-"))
   except OSError as e:
-    raise os_error(e, f"{path}: cannot write it in {parent} ({e.strerror}); "
-                   "choose a folder you can write to") from None
+    raise cannot_write_in(e, path, parent) from None

@@ -1,14 +1,17 @@
-"""What the library wrote in an output folder (its record), and the folders a
-killed writer left beside one (`bert.data._output_folder` uses both).
+"""What the library wrote in an output folder (its record), the folders and
+files a killed writer left beside an output, and the checks of an output's
+path (`bert.data._output_folder` and `_output_file` use them).
 
 The record (`RECORD`, written last into every output folder) lists every
 file and folder the library wrote there; nothing it does not list is ever
 deleted. A writer's temp and set-aside folders are named
-`<output>.tmp-<host>-<pid>-<random>` and `<output>.old-<host>-<pid>-<random>`,
-so a later write can tell whether their writer still runs.
+`<output>.tmp-<host>-<pid>-<random>` and `<output>.old-<host>-<pid>-<random>`
+(the temp file of an output file like the first), so a later write can tell
+whether their writer still runs.
 """
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -86,10 +89,67 @@ def delete_recorded(folder: str) -> List[str]:
   return left
 
 
+# ---------------------------------------------------------------- paths
+def output_path(path: str) -> str:
+  """The absolute output path; a symlink is followed (the file or folder it
+  points to is the output), a dangling one is an error naming it."""
+  path = os.path.abspath(path)
+  if os.path.islink(path):
+    try:
+      return os.path.realpath(path, strict=True)
+    except OSError:
+      raise FileNotFoundError(f"{path}: a symlink to {os.readlink(path)!r}, "
+                              "which does not exist; choose another "
+                              "output path") from None
+  return path
+
+
+def check_parent(path: str) -> None:
+  """The nearest existing ancestor of `path` must be a folder."""
+  ancestor = os.path.dirname(path)
+  while not os.path.lexists(ancestor):
+    ancestor = os.path.dirname(ancestor)
+  if not os.path.isdir(ancestor):
+    kind = "a file" if os.path.isfile(ancestor) else "not a folder"
+    raise NotADirectoryError(f"{path}: cannot be created, since {ancestor} is "
+                             f"{kind}; choose another output path")
+
+
+def sync_tree(folder: str, entries: List[str]) -> None:
+  """Puts the files and folders `entries` of `folder` (and the folder) on
+  disk: a folder renamed into place must not turn out, after a power loss,
+  to hold empty files when the one it replaced is gone."""
+  for entry in entries + [""]:
+    full = os.path.join(folder, entry)
+    if entry.endswith("/") or not entry:
+      sync_folder(full)
+    elif os.path.isfile(full) and not os.path.islink(full):
+      try:
+        fd = os.open(full, os.O_RDONLY)
+      except OSError:      # unreadable to us (its writer's mode): skipped
+        continue
+      try:
+        os.fsync(fd)       # an error here (EIO) is the write's own
+      finally:
+        os.close(fd)
+
+
+def sync_folder(folder: str) -> None:
+  """Puts a folder's entries on disk (after a rename in it); best effort:
+  some file systems cannot open or sync a folder."""
+  with contextlib.suppress(OSError):
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+      os.fsync(fd)
+    finally:
+      os.close(fd)
+
+
 # ------------------------------------------------------------ leftovers
 def remove_leftovers(path: str) -> None:
-  """Removes the temp and set-aside folders beside `path` of writers that
-  no longer run (killed mid-write); names those it cannot judge."""
+  """Removes the temp and set-aside folders (and temp files) beside `path`
+  of writers that no longer run (killed mid-write); names those it cannot
+  judge."""
   parent, base = os.path.split(path)
   pattern = re.compile(re.escape(base) + r"\.(tmp|old)-(?:(.+)-(\d+)-)?"
                        r"[a-z0-9_]{8}")
@@ -100,11 +160,14 @@ def remove_leftovers(path: str) -> None:
   for name in names:
     match = pattern.fullmatch(name)
     full = os.path.join(parent, name)
-    if match and not os.path.islink(full) and os.path.isdir(full):
-      try:
-        _remove_leftover(path, full, *match.groups())
-      except OSError as e:   # never a reason not to write the output
-        logging.warning("%s: not removed (%s)", full, e)
+    if (not match or os.path.islink(full) or not (
+        os.path.isdir(full) or match.group(1) == "tmp" and
+        os.path.isfile(full))):
+      continue
+    try:
+      _remove_leftover(path, full, *match.groups())
+    except OSError as e:   # never a reason not to write the output
+      logging.warning("%s: not removed (%s)", full, e)
 
 
 def _remove_leftover(path, full, kind, on_host, pid) -> None:
@@ -122,7 +185,10 @@ def _remove_leftover(path, full, kind, on_host, pid) -> None:
       logging.warning("%s: put back from %s, where process %s (killed while "
                       "replacing it) had moved it", path, full, pid)
       return
-    if kind == "tmp":       # all of it was being written by the library
+    if kind == "tmp" and not os.path.isdir(full):   # a temp file
+      os.unlink(full)
+      left = []
+    elif kind == "tmp":     # all of it was being written by the library
       shutil.rmtree(full, ignore_errors=True)
       left = [os.path.basename(full)] if os.path.lexists(full) else []
     else:
@@ -180,6 +246,43 @@ def _alive(pid: int) -> bool:
 def this_host() -> str:
   """This host's name as it goes into temp folder names."""
   return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+# A write that failed for want of room (or of a writable file system): the
+# output's failure, whichever writer (Python, TensorFlow, safetensors) met it.
+DISK_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def disk_error(e: BaseException) -> Optional[int]:
+  """The errno of `e` if it is a disk-full-like failure, else None. Other
+  writers' exceptions say it in their message: TensorFlow's `File too
+  large`, safetensors' `(os error 28)`."""
+  if isinstance(e, OSError):
+    return e.errno if e.errno in DISK_ERRORS else None
+  text = str(e)
+  for code in DISK_ERRORS:
+    if os.strerror(code) in text or f"os error {code})" in text:
+      return code
+  return None
+
+
+def write_failed(path: str, code: int, existed: bool) -> OSError:
+  """The one-line error of an output that could not be written (`code`, a
+  disk error): the output is as it was."""
+  kept = "its previous content is kept" if existed else "nothing was written"
+  error = type(OSError(code, ""))(
+      f"{path}: could not be written ({os.strerror(code)}); {kept}")
+  error.errno = code
+  return error
+
+
+def cannot_write_in(e: OSError, path: str, folder: str) -> OSError:
+  """The error of a temp file or folder for `path` that could not be made
+  in `folder`, with what to do about it."""
+  advice = ("choose a shorter name" if e.errno == errno.ENAMETOOLONG
+            else "choose a folder you can write to")
+  return os_error(e, f"{path}: cannot write it in {folder} ({e.strerror}); "
+                  f"{advice}")
 
 
 def os_error(e: OSError, message: str) -> OSError:
