@@ -110,7 +110,9 @@ def check_parent(path: str) -> None:
   while not os.path.lexists(ancestor):
     ancestor = os.path.dirname(ancestor)
   if not os.path.isdir(ancestor):
-    kind = "a file" if os.path.isfile(ancestor) else "not a folder"
+    kind = ("a file" if os.path.isfile(ancestor) else
+            f"a symlink to {os.readlink(ancestor)!r}, which does not exist"
+            if os.path.islink(ancestor) else "not a folder")
     raise NotADirectoryError(f"{path}: cannot be created, since {ancestor} is "
                              f"{kind}; choose another output path")
 

@@ -140,6 +140,9 @@ def test_an_output_in_the_wrong_place_is_one_line_and_changes_nothing(
   cases = [("folder", IsADirectoryError, "is a folder"),
            ("file/out.jsonl", NotADirectoryError, f"{root}/file is a file"),
            ("dangling", FileNotFoundError, "which does not exist"),
+           ("dangling/operative_config.gin", NotADirectoryError,
+            f"{root}/dangling is a symlink to '{root}/gone/x.jsonl', which "
+            "does not exist"),
            ("ro/out.jsonl", PermissionError, f"cannot write it in {root}/ro"),
            ("ro_file", PermissionError, "is read-only")]
   for name, error, fragment in cases:
