@@ -42,9 +42,7 @@ def main(argv):
   _io.check_not_an_input(FLAGS.output_file, {
       "--input_file": FLAGS.input_file,
       "--init_checkpoint": FLAGS.init_checkpoint})
-  # `write_features` renames a temp file over the output, which would
-  # replace a device node (/dev/null) with a file: see issue 42's report.
-  _io.check_output_file(FLAGS.output_file, in_place=False)
+  _io.check_output_file(FLAGS.output_file)
   ckpt = checkpoints.load(FLAGS.init_checkpoint)
   lower = FLAGS.do_lower_case if FLAGS.do_lower_case is not None else ckpt.do_lower_case
   if ckpt.vocab_file is None or lower is None:

@@ -7,13 +7,11 @@ Input lines hold one sentence, or two separated by " ||| ".
 """
 
 import json
-import os
-import tempfile
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from bert.data._io import text_lines
+from bert.data._io import atomic_file, text_lines
 from bert.data.tokenization import Tokenizer
 from bert.validation import ConfigError
 
@@ -70,24 +68,15 @@ def extract_features(encoder, tokenizer: Tokenizer,
 
 def write_features(path: str, features: Iterator[Tuple[int, dict]]) -> int:
   """Writes the features in line order; returns the number of lines. The
-  file appears only once complete: a failure leaves no partial file."""
+  file appears only once complete (`atomic_file`): a failure leaves the
+  previous one, and the output is checked before the first line is
+  encoded (the features are a generator)."""
   pending, next_index, count = {}, 0, 0
-  folder = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-",
-                             dir=folder)
-  try:
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-      for index, feature in features:
-        pending[index] = feature
-        while next_index in pending:
-          f.write(json.dumps(pending.pop(next_index)) + "\n")
-          next_index += 1
-          count += 1
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes it private (0600)
-    os.replace(tmp, path)
-  except BaseException:
-    os.remove(tmp)
-    raise
+  with atomic_file(path) as f:
+    for index, feature in features:
+      pending[index] = feature
+      while next_index in pending:
+        f.write(json.dumps(pending.pop(next_index)) + "\n")
+        next_index += 1
+        count += 1
   return count

@@ -356,6 +356,41 @@ def test_pretraining_output_files_never_replace_an_input(tmp_path):
     assert listing(tmp_path) == before
 
 
+def test_features_go_through_atomic_file(tmp_path):
+  """`write_features` (bert-extract-features' writer): a pipe or device is
+  written in place (before: replaced by a file: `--output_file=/dev/null`
+  run as root replaced the device node), and a bad output is refused
+  before the first feature is computed."""
+  from bert.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
+  fifo = str(tmp_path / "fifo")
+  os.mkfifo(fifo)
+  received = []
+  reader = threading.Thread(target=lambda: received.append(
+      open(fifo, "rb").read()), daemon=True)   # blocks if nothing writes
+  reader.start()
+  assert fe.write_features(fifo, iter([(1, {"b": 1}), (0, {"a": 0})])) == 2
+  reader.join(10)
+  assert received == [b'{"a": 0}\n{"b": 1}\n']
+  assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+  def never():
+    raise AssertionError("a feature computed for an output that is refused")
+    yield  # pylint: disable=unreachable
+  os.mkdir(tmp_path / "folder")
+  with pytest.raises(IsADirectoryError) as e:
+    fe.write_features(str(tmp_path / "folder"), never())
+  one_line(e, str(tmp_path / "folder"), "is a folder")
+  if os.geteuid() == 0:                      # a /dev/full of our own
+    full = str(tmp_path / "full")
+    os.mknod(full, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+    with pytest.raises(OSError) as e:
+      fe.write_features(full, iter([(0, {"a": "x" * 10000})]))
+    one_line(e, full, "No space left on device")
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      ["fifo", "folder"] + (["full"] if os.geteuid() == 0 else []))
+
+
 # ------------------------------------------------ the commands, end to end
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + (
     "the a man dog cat runs ran is".split())
@@ -411,17 +446,15 @@ def test_extract_features_never_writes_over_what_it_reads(checkpoint,
                                                           tmp_path):
   """Before: --output_file naming the input file or the checkpoint's vocab
   replaced it with features (exit 0); a folder failed after the whole
-  extraction, naming a temp file; a pipe was replaced by a file."""
+  extraction, naming a temp file."""
   lines = tmp_path / "lines.txt"
   lines.write_text("the dog runs\nthe cat ran ||| a man\n")
   os.mkdir(tmp_path / "folder")
-  os.mkfifo(tmp_path / "fifo")
   ckpt_before, before = listing(checkpoint), listing(tmp_path)
   outputs = [(lines, "is --input_file"),
              (os.path.join(checkpoint, "vocab.txt"),
               "is a file in --init_checkpoint"),
              (tmp_path / "folder", "is a folder"),
-             (tmp_path / "fifo", "is a device or a pipe"),
              (tmp_path / "ok.jsonl", None)]                # the control
   cases = [[f"--input_file={lines}", f"--init_checkpoint={checkpoint}",
             f"--output_file={out}", "--layers=-1", "--max_seq_length=16"]
