@@ -15,11 +15,13 @@ the same rows in the same order from TFRecords as from memory.
 
 Each record is a tf.train.Example with every feature of the row flattened:
 int64 lists for integer features, float lists for floating ones. The manifest
-keeps each feature's dtype and row shape, the row and shard counts, the
-vocab (path and SHA-256), casing and seq_length the rows were encoded with,
-and the task that wrote them; it is written last (the whole folder is written
-beside its place and renamed into it), so a folder with a manifest is
-complete.
+keeps each feature's dtype and row shape, the row and shard counts, each
+shard's fingerprint (records, bytes, SHA-256: `bert.data.record_integrity`),
+the vocab (path and SHA-256), casing and seq_length the rows were encoded
+with, and the task that wrote them; it is written last (the whole folder is
+written beside its place and renamed into it), so a folder with a manifest
+is complete. Readers check the shards against it before anything is trained
+(`bert.data.finetuning_manifest`).
 """
 
 import hashlib
@@ -29,13 +31,12 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from bert.data import record_integrity
 from bert.data.errors import DataError
+from bert.data.finetuning_manifest import (KIND, MANIFEST, VERSION,
+                                           parse_spec, read_manifest)
 
 Arrays = Dict[str, np.ndarray]
-
-MANIFEST = "manifest.json"
-KIND = "bert-finetuning-records"
-VERSION = 1
 
 
 def file_sha256(path: str) -> str:
@@ -78,8 +79,11 @@ def _example(rows: Mapping[str, np.ndarray], i: int, spec) -> bytes:
       feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=flat))
     else:
       feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=flat))
-  return tf.train.Example(
-      features=tf.train.Features(feature=feature)).SerializeToString()
+  # Map entries sorted: the same bytes whoever writes the row (one process,
+  # or `merge_parts` re-serializing the parts of several), so the shards'
+  # fingerprints are too.
+  return tf.train.Example(features=tf.train.Features(
+      feature=feature)).SerializeToString(deterministic=True)
 
 
 def write_part(path: str, chunk: Arrays) -> dict:
@@ -121,14 +125,15 @@ def merge_parts(folder: str, split: str, parts: Sequence[str], specs: Sequence[d
             values = example.features.feature[name].int64_list.value
             del values[:]
             values.append(rows)
-          raw = example.SerializeToString()
+          raw = example.SerializeToString(deterministic=True)
         writers[rows % num_shards].write(raw)
         rows += 1
       os.remove(path)
   finally:
     for w in writers:
       w.close()
-  return dict(rows=rows, files=names, features=spec, side=list(side))
+  return dict(rows=rows, files=names, features=spec, side=list(side),
+              shards=_fingerprints(folder, names))
 
 
 def write_split(folder: str, split: str, chunks: Iterable[Arrays],
@@ -161,7 +166,13 @@ def write_split(folder: str, split: str, chunks: Iterable[Arrays],
   if missing:
     raise ValueError(f"{split}: side features {missing} are not among the "
                      f"rows' features {list(spec)}")
-  return dict(rows=rows, files=names, features=spec, side=list(side))
+  return dict(rows=rows, files=names, features=spec, side=list(side),
+              shards=_fingerprints(folder, names))
+
+
+def _fingerprints(folder: str, names: Sequence[str]) -> Dict[str, dict]:
+  return {n: record_integrity.fingerprint(os.path.join(folder, n))
+          for n in names}
 
 
 def write_manifest(folder: str, splits: Mapping[str, dict], *, task: str,
@@ -191,40 +202,17 @@ class FinetuningRecords:
   """A folder of fine-tuning records: its manifest, checked, and the streams
   over its splits."""
 
-  def __init__(self, folder: str):
+  def __init__(self, folder: str, full_check_bytes: Optional[int] = None):
+    """Reads the manifest of `folder` and checks the shards against it
+    (`bert.data.finetuning_manifest.read_manifest`; `full_check_bytes`: the
+    budget of the full check, `bert.data.record_integrity`)."""
     self.folder = folder
-    path = os.path.join(folder, MANIFEST)
-    if not os.path.isdir(folder):
-      raise FileNotFoundError(f"{folder}: no such folder (fine-tuning records)")
-    if not os.path.exists(path):
-      raise DataError(f"{path}: missing; {folder} is not a complete output of "
-                      "bert-create-finetuning-data")
-    try:
-      with open(path, encoding="utf-8") as f:
-        m = json.load(f)
-      if m.get("kind") != KIND:
-        raise DataError(f"{path}: kind {m.get('kind')!r}, not fine-tuning "
-                        f"records ({KIND!r})")
-      if m.get("version") != VERSION:
-        raise DataError(f"{path}: version {m.get('version')!r}; this library "
-                        f"reads version {VERSION}")
-      for name, s in m["splits"].items():
-        if not isinstance(s["rows"], int) or not s["files"] or not s["features"]:
-          raise DataError(f"{path}: split {name!r} has no rows, files or features")
-      self.task, self.seq_length = m["task"], int(m["seq_length"])
-      self.vocab_file, self.vocab_sha256 = m["vocab_file"], m["vocab_sha256"]
-      self.do_lower_case = bool(m["do_lower_case"])
-    except (ValueError, KeyError, TypeError) as e:
-      if isinstance(e, DataError):
-        raise
-      raise DataError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
+    m = read_manifest(folder, full_check_bytes)
+    self.task, self.seq_length = m["task"], int(m["seq_length"])
+    self.vocab_file, self.vocab_sha256 = m["vocab_file"], m["vocab_sha256"]
+    self.do_lower_case = bool(m["do_lower_case"])
     self.manifest = m
-    self._path = path
-    for name, s in m["splits"].items():
-      for f in s["files"]:
-        if not os.path.exists(os.path.join(folder, f)):
-          raise DataError(f"{os.path.join(folder, f)}: listed in {path} "
-                          "but missing")
+    self._path = os.path.join(folder, MANIFEST)
 
   @property
   def splits(self) -> Sequence[str]:
@@ -265,14 +253,10 @@ class FinetuningRecords:
   def _parser(self, split: str, keys: Sequence[str]):
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     spec = {k: self._split(split)["features"][k] for k in keys}
-    parse_spec = {
-        name: tf.io.FixedLenFeature(
-            [int(np.prod(s["shape"], dtype=np.int64))],
-            tf.float32 if s["dtype"] == "float32" else tf.int64)
-        for name, s in spec.items()}
+    flat = parse_spec(spec)
 
     def parse(record):
-      row = tf.io.parse_single_example(record, parse_spec)
+      row = tf.io.parse_single_example(record, flat)
       out = {}
       for name, s in spec.items():
         value = tf.reshape(row[name], s["shape"])
@@ -312,9 +296,22 @@ class FinetuningRecords:
                   batch_size: int = 1024) -> Arrays:
     """Features `keys` (default: all) of every row of `split`, in row order,
     as NumPy arrays (what post-processing needs in memory)."""
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     keys = list(keys) if keys is not None else self.feature_names(split)
     parts = {k: [] for k in keys}
-    for batch in self.lane(split, keys=keys).batch(batch_size):
-      for k in keys:
-        parts[k].append(batch[k].numpy())
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    try:
+      for batch in self.lane(split, keys=keys).batch(batch_size):
+        for k in keys:
+          parts[k].append(batch[k].numpy())
+    except tf.errors.DataLossError as e:
+      damage = e.message
+    else:
+      return {k: np.concatenate(v) for k, v in parts.items()}
+    # Raised outside the except block: TensorFlow's error, through its
+    # traceback, would keep the failed iterator and its threads alive.
+    raise record_integrity.damaged_record_error(self.files(split), damage)
+
+  def files(self, split: str) -> List[str]:
+    """The paths of the split's shards (what a reader that hits a
+    `tf.errors.DataLossError` gives `record_integrity.damaged_record_error`)."""
+    return [os.path.join(self.folder, f) for f in self._split(split)["files"]]

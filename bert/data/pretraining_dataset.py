@@ -10,6 +10,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
+from bert.data.pretraining_manifest import check_manifests
 from bert.data.pretraining_records import feature_spec
 from bert.validation import ConfigError
 
@@ -26,15 +27,17 @@ _RENAME = {
 
 
 def list_files(file_pattern: str) -> List[str]:
-  """The files of comma-separated globs, each glob's matches sorted; files
-  beside a `manifest.json` that does not list them are refused."""
+  """The files of comma-separated globs, each glob's matches sorted, checked
+  before they are read (`check_manifests`): files beside a `manifest.json`
+  that does not list them, or that differ from its fingerprints, are
+  refused; damage found only while reading (a `tf.errors.DataLossError`)
+  is named by `bert.data.record_integrity.damaged_record_error(files, e)`."""
   files = []
   for pattern in [p for p in file_pattern.split(",") if p]:
     matched = tf.io.gfile.glob(pattern)
     if not matched:
       raise FileNotFoundError(f"{pattern}: matches no TFRecord file")
     files += sorted(matched)
-  from bert.data.pretraining_shards import check_manifests  # pylint: disable=g-import-not-at-top
   check_manifests(files)
   return files
 

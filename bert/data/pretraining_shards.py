@@ -12,14 +12,14 @@ own documents, in blocks of whole documents of about
 (`dupe_factor` passes; random next sentences from the same block), masked and
 written before the next block is read. Instances are shuffled within a
 bounded buffer. So memory is bounded by one block and the buffer, whatever
-the corpus size. `manifest.json`, written last, lists the run's shards;
-readers (`check_manifests`) refuse a TFRecord beside it that it does not
-list.
+the corpus size. `manifest.json`, written last, lists the run's shards and
+their fingerprints; readers (`bert.data.pretraining_manifest.check_manifests`)
+refuse a TFRecord beside it that it does not list, or that differs from its
+fingerprint.
 """
 
 import dataclasses
 import glob
-import json
 import os
 import random
 import time
@@ -27,9 +27,12 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from bert.data import record_integrity
 from bert.data.errors import DataError
 from bert.data.pretraining_data import (Instance, PretrainingDataConfig,
                                         create_instances_from_document)
+from bert.data.pretraining_manifest import (MANIFEST, check_manifests,  # noqa: F401
+                                            write_manifest)
 from bert.data.pretraining_records import encode_instances
 from bert.data.vocab import Vocab
 from bert.validation import check_int
@@ -81,6 +84,7 @@ class ShardSummary:
   random_next: int = 0
   length_histogram: Dict[int, int] = dataclasses.field(default_factory=dict)
   seconds: float = 0.0
+  file: dict = dataclasses.field(default_factory=dict)   # its fingerprint
 
 
 def total(summaries: Sequence[ShardSummary]) -> ShardSummary:
@@ -199,7 +203,12 @@ def _tokenize_block(block: List[List[str]], tokenizer) -> List[List[List[int]]]:
 
 
 def _run_shard(args):
-  return create_shard(*args)
+  """Creates a shard and takes its fingerprint (for the manifest: in the
+  shard's process, as it is a read of the whole file)."""
+  summary = create_shard(*args)
+  summary.file = record_integrity.fingerprint(args[3],
+                                              records=summary.instances)
+  return summary
 
 
 def create_pretraining_data(input_spec: str, output_dir: Optional[str],
@@ -254,8 +263,8 @@ def create_pretraining_data(input_spec: str, output_dir: Optional[str],
     for path in outputs:
       os.replace(path + ".tmp", path)
     if output_dir is not None:
-      _write_manifest(output_dir, [os.path.basename(p) for p in outputs],
-                      summaries, config)
+      write_manifest(output_dir, [os.path.basename(p) for p in outputs],
+                     summaries, config)
     return summaries
   except BaseException:
     # No partial run is left where a reader could take it for data.
@@ -310,8 +319,6 @@ def _write_shards(jobs, num_processes, log) -> List[ShardSummary]:
   return sorted(summaries, key=lambda s: s.shard)
 
 
-MANIFEST = "manifest.json"
-
 
 def _earlier_files(output_dir: str) -> List[str]:
   return sorted(f for f in os.listdir(output_dir)
@@ -333,36 +340,3 @@ def _clear_earlier_run(output_dir: str, overwrite: bool, log) -> None:
     os.remove(os.path.join(output_dir, name))
   log(f"--overwrite: deleted {len(earlier)} files of an earlier run in "
       f"{output_dir}")
-
-
-def _write_manifest(output_dir, names, summaries, config) -> None:
-  manifest = dict(files=names,
-                  instances={n: s.instances for n, s in zip(names, summaries)},
-                  config=dataclasses.asdict(config))
-  path = os.path.join(output_dir, MANIFEST)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(manifest, f, indent=1)
-  os.replace(path + ".tmp", path)
-
-
-def check_manifests(files: Sequence[str]) -> None:
-  """Refuses files that sit beside a `manifest.json` that does not list
-  them: data of another run in the same folder."""
-  by_folder = {}
-  for path in files:
-    by_folder.setdefault(os.path.dirname(path), []).append(path)
-  for folder, paths in by_folder.items():
-    manifest = os.path.join(folder, MANIFEST)
-    if not os.path.exists(manifest):
-      continue      # not made by bert-create-pretraining-data (or unfinished)
-    try:
-      with open(manifest, encoding="utf-8") as f:
-        listed = set(json.load(f)["files"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      raise DataError(f"{manifest}: unreadable ({type(e).__name__}: {e})"
-                      ) from None
-    stray = [p for p in paths if os.path.basename(p) not in listed]
-    if stray:
-      raise DataError(f"{stray[0]}: not listed in {manifest} (a file of "
-                      "another run?); remove it, or recreate the data with "
-                      "--overwrite")

@@ -13,13 +13,14 @@ With `pack`, training batches and predictions are packed rows instead
 
 import logging
 import math
-from typing import Callable, Dict, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from bert.data import length_buckets as lb
 from bert.data import packing
+from bert.data import record_integrity
 from bert.data.finetuning_records import FinetuningRecords
 from bert.tasks.configs import FinetuningInputs
 from bert.validation import ConfigError
@@ -83,6 +84,13 @@ class EncodedInputs:
     if self.records is not None:
       return self.records.num_rows(split)
     return len(self.features(split)["input_word_ids"])
+
+  def record_files(self, split: str) -> List[str]:
+    """The TFRecord files `split` is streamed from ([] for rows held in
+    memory): what a reader that hits a `tf.errors.DataLossError` gives
+    `bert.data.record_integrity.damaged_record_error` to name the damaged
+    file and record."""
+    return self.records.files(split) if self.records is not None else []
 
   def num_train_steps(self, num_train_epochs: float) -> int:
     # Whole epochs run the steps of as many `fit` epochs.
@@ -216,9 +224,16 @@ class EncodedInputs:
     collected = lb.RowOutputs(self.records.num_rows(split), self.seq_length,
                               sequence_outputs)
     ds = self._by_bucket(self.records.lane(split), self.inputs.eval_batch_size)
-    for batch in ds.map(self._cutter(split)).prefetch(tf.data.AUTOTUNE):
-      collected.add(batch["example_row"].numpy(), call(select(batch)))
-    return collected.result
+    try:
+      for batch in ds.map(self._cutter(split)).prefetch(tf.data.AUTOTUNE):
+        collected.add(batch["example_row"].numpy(), call(select(batch)))
+    except tf.errors.DataLossError as e:
+      damage = e.message
+    else:
+      return collected.result
+    # Outside the except block: TensorFlow's error would keep the iterator.
+    raise record_integrity.damaged_record_error(self.record_files(split),
+                                                damage)
 
   def sequence_features(self, data: Arrays) -> Sequence[str]:
     """The features whose last axis is the padded sequence axis."""

@@ -1,0 +1,48 @@
+"""Shared by the records tests: the issue's SST-2 task, small pre-training
+shards, manifest edits."""
+
+import json
+import os
+
+from bert.data import pretraining_shards as ps
+from bert.data.pretraining_data import PretrainingDataConfig
+from conftest import minilm_dir, shared_data, small_config
+
+TRAIN = "train-00000-of-00001.tfrecord"
+EVAL = "eval-00000-of-00001.tfrecord"
+PRETRAIN_CONFIG = PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
+
+
+def sst2_task(records=None):
+  """The issue's `$T`: SST-2, 40 training rows, seq_length 32, batch 4."""
+  from bert.tasks import ClassificationTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import (ClassificationData, EncoderSource,  # pylint: disable=g-import-not-at-top
+                                  FinetuningInputs)
+  return ClassificationTask(
+      data=ClassificationData(glue_task="sst2",
+                              data_dir=shared_data("glue", "SST-2"),
+                              max_train_examples=40),
+      encoder=EncoderSource(
+          bert_config=small_config(vocab_size=30522,
+                                   max_position_embeddings=32),
+          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          do_lower_case=True),
+      inputs=FinetuningInputs(seq_length=32, global_batch_size=4,
+                              records=records))
+
+
+def write_pretraining_shards(folder):
+  """sample_text.txt in two shards, with the manifest."""
+  ps.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
+                             os.path.join(minilm_dir(), "vocab.txt"),
+                             PRETRAIN_CONFIG, num_shards=2, log=lambda *_: None)
+  return folder
+
+
+def edit_manifest(folder, edit):
+  path = os.path.join(folder, "manifest.json")
+  with open(path, encoding="utf-8") as f:
+    manifest = json.load(f)
+  edit(manifest)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(manifest, f)
