@@ -74,7 +74,8 @@ def main(argv):
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
 
   _gin_config.parse(_overrides())
-  # Checked now, not after the training: written when it ends.
+  # Checked now, not after the training: written before the first step
+  # and, complete, when it ends.
   config_file = _io.check_output_file(
       os.path.join(FLAGS.model_dir, "operative_config.gin"))
   runtime = runner.RuntimeConfig()
@@ -84,7 +85,8 @@ def main(argv):
   task = _gin_config.build_task()
   _, results = runner.run_experiment(task, FLAGS.model_dir, FLAGS.mode,
                                      runtime, runner.OptimizerConfig(),
-                                     strategy=strategy)
+                                     strategy=strategy,
+                                     run_config=gin.operative_config_str)
   # Whole or not at all: a run folder is read through this file.
   with _io.atomic_file(config_file) as f:
     f.write(gin.operative_config_str())

@@ -68,6 +68,12 @@ class Task:
     """
     raise NotImplementedError
 
+  def record_files(self) -> Sequence[str]:
+    """The TFRecord files the task's pipelines read (every split); a run
+    that hits a `tf.errors.DataLossError` (which names no file) reads them
+    again to name the damaged one. Default: none (data held in memory)."""
+    return ()
+
   def describe_batch(self, features: Mapping[str, tf.Tensor]) -> str:
     """Where a training batch's examples come from (files, lines), for
     errors such as a NaN loss; default: nothing known."""

@@ -355,6 +355,9 @@ class DistillationTask(Task):
                                st.seq_length)
     return rows, origins
 
+  def record_files(self):
+    return self.student_task.record_files()
+
   def describe_batch(self, features) -> str:
     n = len(self.student_task.features("train")["input_word_ids"])
     rows = [int(r) for r in np.asarray(features["example_row"]).reshape(-1)]

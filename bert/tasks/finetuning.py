@@ -127,6 +127,11 @@ class FinetuningTask(Task):
     """For each encoded row of `split`, where in its file it comes from."""
     return [f"row {i}" for i in range(self.pipeline.num_rows(split))]
 
+  def record_files(self):
+    records = self.pipeline.records
+    return ([f for split in records.splits for f in records.files(split)]
+            if records is not None else [])
+
   def describe_batch(self, features) -> str:
     """The training examples of a batch, by file and line (or id); from
     TFRecords, by row of the records' train split."""

@@ -157,6 +157,10 @@ class PretrainingTask(Task):
     return {k: features[k] for k in ENCODER_INPUTS + ("masked_lm_positions",)
             + PACKED_ROW_INPUTS if k in features}
 
+  def record_files(self):
+    return [f for pattern in (self.inputs.train_files, self.inputs.eval_files)
+            if pattern for f in list_files(pattern)]
+
   def describe_batch(self, features):
     files = list_files(self.inputs.train_files)
     used = sorted({int(i) for i in np.asarray(features["source_file"])})

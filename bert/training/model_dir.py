@@ -9,6 +9,8 @@ from typing import Iterator, List, Optional
 
 import tensorflow as tf
 
+from bert.checkpoints.errors import CheckpointError
+
 
 def check_writable(model_dir: str) -> None:
   """Fails now, not at the first checkpoint, if model_dir is not writable."""
@@ -37,6 +39,8 @@ def remove_interrupted_writes(model_dir: str, log_fn) -> None:
         log_fn(f"removed {path}, left by an interrupted checkpoint write")
 
 
+# What makes a folder a `bert-train` run: its gin config, as the run used it.
+RUN_CONFIG = "operative_config.gin"
 # The checkpoints a run writes (tf.train.CheckpointManager's default name).
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
 _READ_ERRORS = (tf.errors.OpError, ValueError, IndexError)
@@ -94,23 +98,33 @@ def recover_checkpoint_state(model_dir: str, log_fn) -> Optional[str]:
 
   A checkpoint whose files are truncated or corrupt (a write interrupted by
   a crash or a full disk) is renamed to `*.unreadable`, so training resumes
-  from the one before it; a missing, garbled or stale state file is written
+  from the one before it (when none reads, a CheckpointError names them
+  and nothing is changed); a missing, garbled or stale state file is written
   anew from the files, so a resumed run continues from the newest readable
   checkpoint instead of starting over and deleting them.
   """
   found = checkpoints_on_disk(model_dir)
-  good = list(found)
+  bad = {}
   for prefix in reversed(found):
     why = unreadable(prefix)
     if why is None:
       break
-    good.remove(prefix)
+    bad[prefix] = why
+  state_file = os.path.join(model_dir, "checkpoint")
+  if found and len(bad) == len(found):
+    # Starting over would write ckpt-N anew over the only copies of the
+    # run's progress: the user decides.
+    raise CheckpointError(
+        f"{model_dir}: no readable checkpoint (each of "
+        f"{', '.join(os.path.basename(p) for p in found)} is truncated or "
+        "corrupt); move them out of the model_dir to start over")
+  for prefix, why in bad.items():
     for f in tf.io.gfile.glob(prefix + ".*"):
       tf.io.gfile.rename(f, f + ".unreadable", overwrite=True)
     if log_fn:
       log_fn(f"checkpoint {prefix} is unreadable ({why}); set aside as "
              "*.unreadable")
-  state_file = os.path.join(model_dir, "checkpoint")
+  good = [p for p in found if p not in bad]
   if not good:
     if tf.io.gfile.exists(state_file):
       tf.io.gfile.remove(state_file)

@@ -13,7 +13,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from typing import Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import gin
 import orbit
@@ -22,6 +22,9 @@ import tf_keras
 
 from bert import precision as precision_lib
 from bert.models._keras_training import dropout_generators
+from bert.data import _io
+from bert.data import record_integrity
+from bert.data.errors import DataError
 from bert.tasks.base import Task
 from bert.training import distribute
 from bert.training import multi_worker
@@ -158,20 +161,52 @@ def _describe_batch(task: Task, strategy, batch_step: int) -> str:
   return f"The batch of step {batch_step + 1}{worker} came from: {where}."
 
 
+def _damaged_records(task: Task, message: str) -> DataError:
+  """A DataError naming the damaged TFRecord file and record, for the
+  `tf.errors.DataLossError` (which names no file; `message` is its text)
+  that reading the task's records raised."""
+  return record_integrity.damaged_record_error(task.record_files(), message)
+
+
+def _disk_full(model_dir: str, code: int, log_fn) -> OSError:
+  """The one-line error of a checkpoint (or summary) write that ran out of
+  space; the half-written checkpoint is removed, so the next start resumes
+  from the newest complete one."""
+  model_dir_lib.remove_interrupted_writes(model_dir, log_fn)
+  newest = model_dir_lib.newest_checkpoint(model_dir)
+  error = OSError(
+      f"{model_dir}: a checkpoint could not be written ({os.strerror(code)}); "
+      f"the newest one is {os.path.basename(newest) if newest else 'none'}: "
+      "free some space and run the same command to resume")
+  error.errno = code
+  return error
+
+
 def _predict(task: Task, model, model_dir: str) -> str:
-  """`task.predict` into a scratch folder, then its files moved into
-  `model_dir` one by one (each replaced atomically). The files of an
-  earlier predict run are removed first, so a run that fails leaves none
-  that could be taken for its output."""
+  """`task.predict` into a scratch folder, then its files copied into
+  `model_dir` one by one, each replacing the old one whole (`atomic_file`).
+  The files of an earlier predict run are removed first, so a run that fails
+  leaves none that could be taken for its output; scratch folders that a
+  killed predict run left are removed (the model_dir lock is held)."""
+  for name in task.prediction_files:
+    old = os.path.join(model_dir, name)
+    if os.path.lexists(old) and not os.path.isfile(old):
+      raise IsADirectoryError(f"{old}: is not a file; the predictions cannot "
+                              "be written there (move it away)")
   for name in task.prediction_files:
     old = os.path.join(model_dir, name)
     if os.path.exists(old):
       os.remove(old)
+  for name in os.listdir(model_dir):
+    if name.startswith(".predict-"):
+      shutil.rmtree(os.path.join(model_dir, name), ignore_errors=True)
   scratch = tempfile.mkdtemp(prefix=".predict-", dir=model_dir)
   try:
     path = task.predict(model, scratch)
     for name in os.listdir(scratch):
-      os.replace(os.path.join(scratch, name), os.path.join(model_dir, name))
+      with open(os.path.join(scratch, name), "rb") as src, _io.atomic_file(
+          os.path.join(model_dir, name), "wb") as dest:
+        shutil.copyfileobj(src, dest)
   finally:
     shutil.rmtree(scratch, ignore_errors=True)
   return os.path.join(model_dir, os.path.basename(path))
@@ -184,7 +219,8 @@ def _floats(d):
 def run_experiment(task: Task, model_dir: str, mode: str = "train",
                    runtime: Optional[RuntimeConfig] = None,
                    optimizer_config: Optional[OptimizerConfig] = None,
-                   log_fn=print, strategy: Optional[tf.distribute.Strategy] = None
+                   log_fn=print, strategy: Optional[tf.distribute.Strategy] = None,
+                   run_config: Optional[Callable[[], str]] = None
                    ) -> Tuple[tf_keras.Model, Dict[str, float]]:
   """Trains and/or evaluates `task`; returns (the model, the last metrics).
 
@@ -200,7 +236,9 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   checkpoint at the end of the current loop and returns (with
   `stopped_at_step`). An unreadable newest checkpoint (interrupted write) is
   set aside and the one before it used. `strategy`: from `setup(runtime)`
-  (made here when not given).
+  (made here when not given). `run_config`: gives the text of the run's
+  operative_config.gin, written into model_dir before the first step (what
+  makes it a run folder; `bert-train` writes the final one when it ends).
   """
   if mode not in MODES:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -221,7 +259,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     with (model_dir_lock(model_dir, log_fn) if chief
           else contextlib.nullcontext()):
       return _run(task, model_dir, mode, runtime, optimizer_config, strategy,
-                  chief, log_fn)
+                  chief, log_fn, run_config)
   except (ValueError, OSError):
     # Bad data, config or checkpoint found while setting up: a model_dir
     # this run created holds nothing worth keeping (no checkpoint), so it
@@ -232,7 +270,7 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
 
 
 def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
-         log_fn):
+         log_fn, run_config):
   """`run_experiment` once the strategy is set up (and model_dir locked)."""
   precision = runtime.precision()   # the policy set by `setup`, and its XLA
   replicas = strategy.num_replicas_in_sync
@@ -283,7 +321,13 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     else:
       task.initialize(model)
   if mode == "predict":
-    path = _predict(task, model, model_dir)
+    damage = None
+    try:
+      path = _predict(task, model, model_dir)
+    except tf.errors.DataLossError as e:
+      damage = e.message   # (the traceback would keep the iterator alive)
+    if damage is not None:
+      raise _damaged_records(task, damage)
     if log_fn:
       log_fn(f"predictions of {latest} written to {path}")
     return model, {}
@@ -334,6 +378,13 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   trainer.stop_requested = lambda: getattr(stop, "requested", False)
   watchdog = (multi_worker.Watchdog(log_fn=log_fn) if multi
               else contextlib.nullcontext())
+  if run_config is not None and chief and mode != "eval":
+    # Before the first step, so a run killed before it ends is still a run
+    # folder that export, convert and distillation can load.
+    config = os.path.join(model_dir, model_dir_lib.RUN_CONFIG)
+    with _io.atomic_file(config) as f:
+      f.write(run_config())
+  damage = None
   try:
     with stop, watchdog:
       if mode == "train":
@@ -348,6 +399,8 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   except NonFiniteLossError as e:
     raise type(e)(f"{e} {_describe_batch(task, strategy, e.batch_step)}",
                   e.step) from None
+  except tf.errors.DataLossError as e:
+    damage = e.message     # raised below: the traceback holds the iterator
   except TrainingStopped as e:
     if not e.saved:
       manager.save(checkpoint_number=optimizer.iterations, check_interval=False)
@@ -360,9 +413,16 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
       raise
     raise multi_worker.WorkerLostError(multi_worker.describe_lost(
         e, runtime.peer_timeout_seconds)) from None
+  except tf.errors.OpError as e:
+    code = _io.disk_error(e)
+    if code is None or not chief:
+      raise
+    raise _disk_full(model_dir, code, log_fn) from None
   finally:
     if not chief:
       shutil.rmtree(ckpt_dir, ignore_errors=True)
+  if damage is not None:
+    raise _damaged_records(task, damage)
   if multi:
     multi_worker.exit_barrier(runtime.peer_timeout_seconds, log_fn)
   return model, results

@@ -27,7 +27,7 @@ from bert.training import model_dir as model_dir_lib
 from bert.training import run
 from bert.validation import ConfigError, gin_error_line
 
-RUN_CONFIG = "operative_config.gin"
+RUN_CONFIG = model_dir_lib.RUN_CONFIG
 # What restoring a truncated or corrupt checkpoint raises.
 _RESTORE_ERRORS = (tf.errors.OpError, ValueError, AssertionError, IndexError)
 

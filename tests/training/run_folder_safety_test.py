@@ -170,3 +170,117 @@ def test_a_damaged_checkpoint_state_file_loses_no_progress(
     for name, data in kept.items():
       assert open(os.path.join(model_dir, name), "rb").read() == data, name
     assert tf.train.latest_checkpoint(model_dir) == f"{model_dir}/ckpt-6"
+  # No checkpoint reads: refused, and nothing renamed or written over.
+  model_dir = str(tmp_path / "all_unreadable")
+  shutil.copytree(trained, model_dir)
+  for step in (2, 4):
+    _truncate(f"{model_dir}/ckpt-{step}")
+  before = sorted(os.listdir(model_dir))
+  with pytest.raises(CheckpointError) as e:
+    train(pretraining_records, model_dir, 6)
+  assert str(e.value) == (
+      f"{model_dir}: no readable checkpoint (each of ckpt-2, ckpt-4 is "
+      "truncated or corrupt); move them out of the model_dir to start over")
+  assert sorted(os.listdir(model_dir)) == before
+
+
+def test_a_shard_damaged_mid_run_is_named_and_the_new_model_dir_removed(
+    pretraining_records, tmp_path, monkeypatch):
+  """Finding 4 at run time: damage the start-up check does not read (beyond
+  its byte budget, as in a multi-GB corpus) stops the run with one line
+  naming the shard and record; the model_dir this run created is gone."""
+  from bert.data import record_integrity  # pylint: disable=g-import-not-at-top
+  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  for f in glob.glob(pretraining_records):
+    shutil.copy(f, data)
+  # Shards without a manifest (as the reference's tool writes them): nothing
+  # says what they should hold, and the CRC pass is beyond the byte budget.
+  shard = sorted(glob.glob(str(data / "*.tfrecord")))[1]
+  with open(shard, "r+b") as f:       # one flipped byte inside a record
+    f.seek(os.path.getsize(shard) // 2)
+    byte = f.read(1)
+    f.seek(-1, 1)
+    f.write(bytes([byte[0] ^ 0x10]))
+  monkeypatch.setattr(record_integrity, "FULL_CHECK_BYTES", 0)
+  model_dir = str(tmp_path / "run")
+  with pytest.raises(DataError) as e:
+    train(str(data / "*.tfrecord"), model_dir, 40)
+  message = str(e.value)
+  assert "\n" not in message and message.startswith(f"{shard}: record "), message
+  assert not os.path.exists(model_dir)
+
+
+def test_the_run_config_is_written_before_the_first_step(pretraining_records,
+                                                         tmp_path):
+  """A run killed before it ends (SIGKILL) is still a run folder: its
+  operative_config.gin is there from the start."""
+  from bert.training import OptimizerConfig, RuntimeConfig, run_experiment  # pylint: disable=g-import-not-at-top
+  from reliability_test import make_task  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / "run")
+  seen = []
+
+  def config():
+    seen.append(sorted(n for n in os.listdir(model_dir)
+                       if n.startswith("ckpt-")))
+    return "# the run's config\n"
+  run_experiment(make_task(pretraining_records), model_dir, "train",
+                 RuntimeConfig(train_steps=2, steps_per_loop=2,
+                               strategy="one_device"),
+                 OptimizerConfig(learning_rate=1e-3, num_train_steps=2),
+                 log_fn=None, run_config=config)
+  assert seen == [[]]               # called once, before any checkpoint
+  with open(os.path.join(model_dir, "operative_config.gin")) as f:
+    assert f.read() == "# the run's config\n"
+
+
+class _Predicting:
+  prediction_files = ("test_results.tsv",)
+
+  def predict(self, model, output_dir):
+    del model
+    path = os.path.join(output_dir, "test_results.tsv")
+    with open(path, "w") as f:
+      f.write("new\n")
+    return path
+
+
+def test_predictions_replace_only_files_and_leave_no_scratch(tmp_path):
+  from bert.training import run as runner  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path / "run"
+  (model_dir / ".predict-left_by_a_killed_run").mkdir(parents=True)
+  (model_dir / "test_results.tsv").write_text("old\n")
+  path = runner._predict(_Predicting(), None, str(model_dir))  # pylint: disable=protected-access
+  assert open(path).read() == "new\n"
+  assert sorted(os.listdir(model_dir)) == ["test_results.tsv"]
+  # A folder where a prediction file goes: one line, nothing changed.
+  os.remove(path)
+  (model_dir / "test_results.tsv").mkdir()
+  (model_dir / "test_results.tsv" / "mine.txt").write_text("keep")
+  with pytest.raises(IsADirectoryError, match=r"test_results\.tsv: is not a "
+                     "file; the predictions cannot be written there"):
+    runner._predict(_Predicting(), None, str(model_dir))  # pylint: disable=protected-access
+  assert (model_dir / "test_results.tsv" / "mine.txt").read_text() == "keep"
+
+
+def test_a_full_disk_while_saving_a_checkpoint_is_one_line(
+    pretraining_records, tmp_path, monkeypatch):
+  model_dir = str(tmp_path / "run")
+  train(pretraining_records, model_dir, 2)
+  real_save = tf.train.CheckpointManager.save
+
+  def full(self, *args, **kwargs):
+    os.makedirs(os.path.join(model_dir, "ckpt-4_temp"))     # half written
+    raise tf.errors.ResourceExhaustedError(
+        None, None, f"{model_dir}/ckpt-4_temp/part-00000-of-00001.data; No "
+        "space left on device [Op:SaveV2]")
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", full)
+  with pytest.raises(OSError) as e:
+    train(pretraining_records, model_dir, 4)
+  assert str(e.value) == (
+      f"{model_dir}: a checkpoint could not be written (No space left on "
+      "device); the newest one is ckpt-2: free some space and run the same "
+      "command to resume")
+  assert not os.path.exists(os.path.join(model_dir, "ckpt-4_temp"))
+  monkeypatch.setattr(tf.train.CheckpointManager, "save", real_save)
