@@ -130,3 +130,13 @@ def gin_error_line(error: BaseException) -> str:
   if isinstance(error, SyntaxError) and filename and not places:
     places.append(f"{filename}:{error.lineno}")
   return text + (f" ({', '.join(places)})" if places else "")
+
+
+def error_type(error: BaseException) -> type:
+  """The class of `error` as raised: gin re-raises an error from inside a
+  configurable as a proxy subclass that appends where the call was."""
+  kind = type(error)
+  while kind.__init__.__qualname__.startswith(
+      "augment_exception_message_and_reraise"):
+    kind = kind.__mro__[1]
+  return kind

@@ -104,13 +104,6 @@ def task_from_sources(files, bindings):
 
 
 def build_task():
-  """`build_task()` of the parsed config, with a missing task class named."""
+  """`build_task()` of the parsed config."""
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
-  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
-  try:
-    return runner.build_task()
-  except RuntimeError as e:
-    if "Required bindings" not in str(e):
-      raise
-    raise ConfigError(f"gin config: {gin_error_line(e)} (set "
-                      "build_task.task_class, or use --task)") from None
+  return runner.build_task()

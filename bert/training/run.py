@@ -92,9 +92,16 @@ class RuntimeConfig:
 
 
 @gin.configurable
-def build_task(task_class=gin.REQUIRED) -> Task:
+def build_task(task_class=None) -> Task:
   """The task of a gin-configured run: `build_task.task_class = @PretrainingTask`
   (its configs bound by concern, `EncoderSource.x = ...`: bert.tasks.configs)."""
+  if task_class is None:
+    raise ConfigError("build_task.task_class is not set (e.g. "
+                      "build_task.task_class = @ClassificationTask, or use "
+                      "--task)")
+  if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+    raise ConfigError(f"build_task.task_class must be a task class, got "
+                      f"{task_class!r}")
   return task_class()
 
 

@@ -23,9 +23,10 @@ import tensorflow as tf
 from bert import tasks
 from bert.checkpoints import CheckpointError
 from bert.data import _io
+from bert.errors import UserError
 from bert.training import model_dir as model_dir_lib
 from bert.training import run
-from bert.validation import ConfigError, gin_error_line
+from bert.validation import ConfigError, error_type, gin_error_line
 
 RUN_CONFIG = model_dir_lib.RUN_CONFIG
 # What restoring a truncated or corrupt checkpoint raises.
@@ -63,13 +64,19 @@ def load_trained_run(model_dir: str, log_fn=logging.warning) -> TrainedRun:
   with _gin_config_of_its_own():
     try:
       gin.parse_config(text, skip_unknown=True)
-    except (ValueError, TypeError, SyntaxError) as e:
+      # A loaded run needs its model, not its pre-training data (which may
+      # have moved since): the task must not look for the files.
+      gin.bind_parameter("PretrainingInputs.train_files", "")
+      gin.bind_parameter("PretrainingInputs.eval_files", "")
+      gin.finalize()   # references to configurables checked now, not in use
+    except (ValueError, TypeError, SyntaxError, tokenize.TokenError) as e:
       raise ConfigError(f"{config}: {gin_error_line(e)}") from None
-    # A loaded run needs its model, not its pre-training data (which may
-    # have moved since): the task must not look for the files.
-    gin.bind_parameter("PretrainingInputs.train_files", "")
-    gin.bind_parameter("PretrainingInputs.eval_files", "")
-    task = run.build_task()
+    try:
+      task = run.build_task()
+    except (UserError, OSError) as e:
+      # Named with the config it came from, on one line (gin appends where
+      # the call was on lines of its own).
+      raise error_type(e)(f"{config}: {gin_error_line(e)}") from None
   model = task.build_model()
   for prefix in reversed(candidates):
     try:
