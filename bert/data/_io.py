@@ -10,6 +10,8 @@ from typing import Iterator, Tuple
 from bert.data._output_file import (  # noqa: F401 pylint: disable=unused-import
     atomic_file, check_not_an_input, check_output_file)
 from bert.data._output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
+# The library's Keras models: `save` and `save_weights` through these.
+from bert.data._output_keras import AtomicSave  # noqa: F401 pylint: disable=unused-import
 # For writers outside these (a training run's checkpoints): whether an
 # exception is a full disk, and its one-line error naming the output.
 from bert.data._output_record import (  # noqa: F401 pylint: disable=unused-import

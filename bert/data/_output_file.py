@@ -18,6 +18,7 @@ file is flushed to disk and renamed over the output. So:
 
 import contextlib
 import os
+import shutil
 import stat
 import tempfile
 from typing import IO, Dict, Iterable, Iterator, Optional, Tuple, Union
@@ -29,14 +30,16 @@ from bert.data._output_record import (cannot_write_in, check_parent,
 
 
 @contextlib.contextmanager
-def atomic_file(path: str, mode: str = "w",
-                encoding: Optional[str] = "utf-8") -> Iterator[IO]:
+def atomic_file(path: str, mode: str = "w", encoding: Optional[str] = "utf-8",
+                keep_name: bool = False) -> Iterator[IO]:
   """Yields a file open for writing (`mode` "w" or "wb"); when the block
   ends without an error, its content replaces `path` whole, else `path`
   stays as it was. Errors about the output are OSErrors (IsADirectoryError,
   PermissionError, NotADirectoryError, ...) whose one-line message names
   `path`. A writer that opens files by name (say, a TFRecordWriter) writes
-  to `f.name`, the temp file."""
+  to `f.name`, the temp file. `keep_name`: the temp file has the output's
+  own name, in a temp folder beside it (`X.tmp-<host>-<pid>-<random>/X`),
+  for a writer that goes by the name's suffix (Keras' `.keras`)."""
   if mode not in ("w", "wb"):
     raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
   encoding = None if "b" in mode else encoding
@@ -47,17 +50,17 @@ def atomic_file(path: str, mode: str = "w",
     return
   existed = os.path.exists(path)
   remove_leftovers(path)
-  fd, tmp = _temp_file(path)
+  fd, tmp = _temp_file(path, keep_name)
   try:
-    with os.fdopen(fd, mode, encoding=encoding) as f:
+    # Opened on `fd`, under the temp file's name (`f.name`: a path).
+    with open(tmp, mode, encoding=encoding, opener=lambda *_: fd) as f:
       yield f
       f.flush()
       os.fsync(f.fileno())   # on disk before it takes the output's name
     os.chmod(tmp, _mode(path if existed else None))
     os.replace(tmp, path)
   except BaseException as e:
-    with contextlib.suppress(OSError):
-      os.unlink(tmp)
+    _discard(tmp, keep_name)
     if isinstance(e, OSError) and e.filename == tmp:   # the rename, say
       kept = ("its previous content is kept" if existed
               else "nothing was written")
@@ -66,6 +69,8 @@ def atomic_file(path: str, mode: str = "w",
     if _disk_error(e, tmp) is not None:
       raise write_failed(path, _disk_error(e, tmp), existed) from e
     raise
+  if keep_name:
+    _discard(tmp, keep_name)   # the temp folder, now empty
   sync_folder(os.path.dirname(path))
 
 
@@ -143,15 +148,34 @@ def _in_place(path: str, mode: str, encoding: Optional[str]) -> Iterator[IO]:
     raise os_error(e, f"{path}: could not be written ({e.strerror})") from None
 
 
-def _temp_file(path: str):
-  """(fd, path) of a new temp file beside `path`, named for its writer."""
-  parent = os.path.dirname(path)
+def _temp_file(path: str, keep_name: bool = False):
+  """(fd, path) of a new temp file beside `path`, named for its writer (or
+  named as `path`, in a temp folder named for its writer: a killed
+  writer's is removed as its temp file would be)."""
+  parent, base = os.path.split(path)
+  prefix = f"{base}.tmp-{this_host()}-{os.getpid()}-"
   try:
     os.makedirs(parent, exist_ok=True)
-    return tempfile.mkstemp(dir=parent, prefix=(
-        f"{os.path.basename(path)}.tmp-{this_host()}-{os.getpid()}-"))
+    if not keep_name:
+      return tempfile.mkstemp(dir=parent, prefix=prefix)
+    folder = tempfile.mkdtemp(dir=parent, prefix=prefix)
+    tmp = os.path.join(folder, base)
+    try:
+      return os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), tmp
+    except OSError:
+      os.rmdir(folder)
+      raise
   except OSError as e:
     raise cannot_write_in(e, path, parent) from None
+
+
+def _discard(tmp: str, keep_name: bool) -> None:
+  """Removes the temp file (and with `keep_name`, its temp folder)."""
+  if keep_name:
+    shutil.rmtree(os.path.dirname(tmp), ignore_errors=True)
+  else:
+    with contextlib.suppress(OSError):
+      os.unlink(tmp)
 
 
 def _disk_error(e: BaseException, written: str) -> Optional[int]:

@@ -9,6 +9,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert import precision as precision_lib
+from bert.data._io import AtomicSave
 from bert.features import ENCODER_INPUTS
 from bert.models._keras_training import KerasTraining
 from bert.networks.encoder_scaffold import encoder_inputs
@@ -46,7 +47,7 @@ def copy_teacher_layers(student, teacher, layers: Sequence[int]) -> None:
                          f"{len(student.weights)} weights")
 
 
-class EncoderModel(KerasTraining, tf_keras.Model):
+class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
   """A model of one encoder (`self.encoder`) and task heads.
 
   Subclasses create their heads in `__init__`, call `self._built_with(
@@ -58,6 +59,10 @@ class EncoderModel(KerasTraining, tf_keras.Model):
   `_head_config` lists the constructor arguments `get_config` saves beside
   the encoder; `from_config` rebuilds the encoder first, so heads tied to
   its weights (the masked-LM head) are tied again.
+
+  `save` and `save_weights` write atomically (`AtomicSave`): a failed save
+  leaves the previous one, and a folder holding the user's files is never
+  written into.
   """
 
   _head_config: Sequence[str] = ()

@@ -11,11 +11,12 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tf_keras
 
+from bert.data._io import AtomicSave
 from bert.layers._util import initializer
 from bert.validation import ConfigError
 
 
-class Distiller(tf_keras.Model):
+class Distiller(AtomicSave, tf_keras.Model):
   """The student's outputs, and what the distillation losses compare them to.
 
   call(inputs, training) -> the student's outputs (e.g. `logits`), plus with
