@@ -5,6 +5,7 @@ from typing import Any, Dict, Optional, Union
 import tensorflow as tf
 import tf_keras
 
+from bert.data._io import AtomicSave
 from bert.features import ENCODER_INPUTS, PACKED_ENCODER_INPUTS
 from bert.layers._util import build_sublayer, initializer
 from bert.layers.self_attention_mask import SelfAttentionMask
@@ -52,7 +53,7 @@ def encoder_inputs(inputs: Dict[str, Any], where: str) -> Dict[str, tf.Tensor]:
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
-class EncoderScaffold(tf_keras.Model):
+class EncoderScaffold(AtomicSave, tf_keras.Model):
   """A transformer encoder with pluggable embedding and block classes.
 
   `call(inputs, training=None, pooled_only=False)`:

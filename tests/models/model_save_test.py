@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 import tf_keras
 
-from bert import BertEncoder
+from bert import BertEncoder, EncoderScaffold
 from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                          BertSpanLabeler, BertTokenClassifier)
 from bert.models.distiller import Distiller
@@ -112,7 +112,8 @@ def dead_pid():
 # ------------------------------------------------------------ the wiring
 @pytest.mark.parametrize("cls", [BertClassifier, BertTokenClassifier,
                                  BertSpanLabeler, BertMultipleChoice,
-                                 BertPretrainer, Distiller])
+                                 BertPretrainer, Distiller, BertEncoder,
+                                 EncoderScaffold])
 def test_every_model_of_the_library_saves_through_the_output_rules(cls):
   from bert.data._io import AtomicSave  # pylint: disable=g-import-not-at-top
   assert issubclass(cls, AtomicSave)
