@@ -5,11 +5,14 @@ the latest, and an error that names a checkpoint the model does not fit."""
 import contextlib
 import os
 import re
+import shutil
+import tempfile
 from typing import Iterator, List, Optional
 
 import tensorflow as tf
 
 from bert.checkpoints.errors import CheckpointError
+from bert.data import _io
 
 
 def check_writable(model_dir: str) -> None:
@@ -155,6 +158,50 @@ def _state(model_dir: str):
     return tf.train.get_checkpoint_state(model_dir)
   except (tf.errors.OpError, ValueError, UnicodeDecodeError):
     return None
+
+
+def checkpoint_write_failed(model_dir: str, code: int, log_fn) -> OSError:
+  """The one-line error of a checkpoint (or summary) write that ran out of
+  space; the half-written checkpoint is removed, so the next start resumes
+  from the newest complete one."""
+  remove_interrupted_writes(model_dir, log_fn)
+  newest = newest_checkpoint(model_dir)
+  error = OSError(
+      f"{model_dir}: a checkpoint could not be written ({os.strerror(code)}); "
+      f"the newest one is {os.path.basename(newest) if newest else 'none'}: "
+      "free some space and run the same command to resume")
+  error.errno = code
+  return error
+
+
+def write_predictions(task, model, model_dir: str) -> str:
+  """`task.predict` into a scratch folder, then its files copied into
+  `model_dir` one by one, each replacing the old one whole (`atomic_file`).
+  The files of an earlier predict run are removed first, so a run that fails
+  leaves none that could be taken for its output; scratch folders that a
+  killed predict run left are removed (the model_dir lock is held)."""
+  for name in task.prediction_files:
+    old = os.path.join(model_dir, name)
+    if os.path.lexists(old) and not os.path.isfile(old):
+      raise IsADirectoryError(f"{old}: is not a file; the predictions cannot "
+                              "be written there (move it away)")
+  for name in task.prediction_files:
+    old = os.path.join(model_dir, name)
+    if os.path.exists(old):
+      os.remove(old)
+  for name in os.listdir(model_dir):
+    if name.startswith(".predict-"):
+      shutil.rmtree(os.path.join(model_dir, name), ignore_errors=True)
+  scratch = tempfile.mkdtemp(prefix=".predict-", dir=model_dir)
+  try:
+    path = task.predict(model, scratch)
+    for name in os.listdir(scratch):
+      with open(os.path.join(scratch, name), "rb") as src, _io.atomic_file(
+          os.path.join(model_dir, name), "wb") as dest:
+        shutil.copyfileobj(src, dest)
+  finally:
+    shutil.rmtree(scratch, ignore_errors=True)
+  return os.path.join(model_dir, os.path.basename(path))
 
 
 @contextlib.contextmanager

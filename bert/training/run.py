@@ -175,50 +175,6 @@ def _damaged_records(task: Task, message: str) -> DataError:
   return record_integrity.damaged_record_error(task.record_files(), message)
 
 
-def _disk_full(model_dir: str, code: int, log_fn) -> OSError:
-  """The one-line error of a checkpoint (or summary) write that ran out of
-  space; the half-written checkpoint is removed, so the next start resumes
-  from the newest complete one."""
-  model_dir_lib.remove_interrupted_writes(model_dir, log_fn)
-  newest = model_dir_lib.newest_checkpoint(model_dir)
-  error = OSError(
-      f"{model_dir}: a checkpoint could not be written ({os.strerror(code)}); "
-      f"the newest one is {os.path.basename(newest) if newest else 'none'}: "
-      "free some space and run the same command to resume")
-  error.errno = code
-  return error
-
-
-def _predict(task: Task, model, model_dir: str) -> str:
-  """`task.predict` into a scratch folder, then its files copied into
-  `model_dir` one by one, each replacing the old one whole (`atomic_file`).
-  The files of an earlier predict run are removed first, so a run that fails
-  leaves none that could be taken for its output; scratch folders that a
-  killed predict run left are removed (the model_dir lock is held)."""
-  for name in task.prediction_files:
-    old = os.path.join(model_dir, name)
-    if os.path.lexists(old) and not os.path.isfile(old):
-      raise IsADirectoryError(f"{old}: is not a file; the predictions cannot "
-                              "be written there (move it away)")
-  for name in task.prediction_files:
-    old = os.path.join(model_dir, name)
-    if os.path.exists(old):
-      os.remove(old)
-  for name in os.listdir(model_dir):
-    if name.startswith(".predict-"):
-      shutil.rmtree(os.path.join(model_dir, name), ignore_errors=True)
-  scratch = tempfile.mkdtemp(prefix=".predict-", dir=model_dir)
-  try:
-    path = task.predict(model, scratch)
-    for name in os.listdir(scratch):
-      with open(os.path.join(scratch, name), "rb") as src, _io.atomic_file(
-          os.path.join(model_dir, name), "wb") as dest:
-        shutil.copyfileobj(src, dest)
-  finally:
-    shutil.rmtree(scratch, ignore_errors=True)
-  return os.path.join(model_dir, os.path.basename(path))
-
-
 def _floats(d):
   return {k: float(v) for k, v in (d or {}).items()}
 
@@ -330,7 +286,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
   if mode == "predict":
     damage = None
     try:
-      path = _predict(task, model, model_dir)
+      path = model_dir_lib.write_predictions(task, model, model_dir)
     except tf.errors.DataLossError as e:
       damage = e.message   # (the traceback would keep the iterator alive)
     if damage is not None:
@@ -424,7 +380,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     code = _io.disk_error(e)
     if code is None or not chief:
       raise
-    raise _disk_full(model_dir, code, log_fn) from None
+    raise model_dir_lib.checkpoint_write_failed(model_dir, code, log_fn) from None
   finally:
     if not chief:
       shutil.rmtree(ckpt_dir, ignore_errors=True)

@@ -247,11 +247,11 @@ class _Predicting:
 
 
 def test_predictions_replace_only_files_and_leave_no_scratch(tmp_path):
-  from bert.training import run as runner  # pylint: disable=g-import-not-at-top
+  from bert.training import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   (model_dir / ".predict-left_by_a_killed_run").mkdir(parents=True)
   (model_dir / "test_results.tsv").write_text("old\n")
-  path = runner._predict(_Predicting(), None, str(model_dir))  # pylint: disable=protected-access
+  path = model_dir_lib.write_predictions(_Predicting(), None, str(model_dir))
   assert open(path).read() == "new\n"
   assert sorted(os.listdir(model_dir)) == ["test_results.tsv"]
   # A folder where a prediction file goes: one line, nothing changed.
@@ -260,7 +260,7 @@ def test_predictions_replace_only_files_and_leave_no_scratch(tmp_path):
   (model_dir / "test_results.tsv" / "mine.txt").write_text("keep")
   with pytest.raises(IsADirectoryError, match=r"test_results\.tsv: is not a "
                      "file; the predictions cannot be written there"):
-    runner._predict(_Predicting(), None, str(model_dir))  # pylint: disable=protected-access
+    model_dir_lib.write_predictions(_Predicting(), None, str(model_dir))
   assert (model_dir / "test_results.tsv" / "mine.txt").read_text() == "keep"
 
 
