@@ -52,7 +52,7 @@ def corrupt_cases(data: bytes, count: int, seed: int = 0
   if n == 0:
     raise ValueError("corrupt_cases needs a non-empty file")
   rng = random.Random(seed)
-  cases = [("truncate@0", b""), (f"truncate@1", data[:1]),
+  cases = [("truncate@0", b""), ("truncate@1", data[:1]),
            (f"truncate@{n - 1}", data[:n - 1]), (f"truncate@{n // 2}",
                                                   data[:n // 2])]
   seen = {blob for _, blob in cases}

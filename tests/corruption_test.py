@@ -31,7 +31,7 @@ def test_check_reader_accepts_only_one_line_library_errors_naming_the_file(
   assert isinstance(corruption.check_reader(
       raises(DataError(f"{path}:3: bad")), path, "named"), DataError)
   assert isinstance(corruption.check_reader(
-      raises(FileNotFoundError(f"data.json: gone")), path, "basename"),
+      raises(FileNotFoundError("data.json: gone")), path, "basename"),
                     FileNotFoundError)
   for error, why in [(DataError("line 3: bad"), "does not name"),
                      (DataError(f"{path}: bad\nmore"), "not one line"),
