@@ -13,8 +13,12 @@ Input: one sentence per line, a blank line between documents (globs and
 comma lists), streamed: memory holds one block of --block_sentences lines
 per process, whatever the corpus size (random next sentences come from the
 same block). Output: num_shards TFRecord files and a manifest.json listing
-them (readers refuse TFRecords in the folder that it does not list); a folder
-with files of an earlier run is refused unless --overwrite. Records are
+them (readers refuse TFRecords in the folder that it does not list). The
+folder is written whole (beside it, then renamed into place): the folder of
+an earlier run is refused unless --overwrite, then replaced once the new run
+is complete; a folder holding anything else (a file of yours) is refused,
+never emptied. Named --output_file files are replaced, each once all are
+written. Records are
 tf.train.Example with the google-research feature names (input_ids, input_mask, segment_ids,
 masked_lm_positions, masked_lm_ids, masked_lm_weights, next_sentence_labels).
 The same flags, seed and shard count give the same files.
@@ -46,8 +50,9 @@ flags.DEFINE_float("short_seq_prob", 0.1,
 flags.DEFINE_integer("num_shards", 1, "Output files (documents are dealt "
                      "round-robin into shards).", lower_bound=1)
 flags.DEFINE_integer("num_processes", 1, "Worker processes.", lower_bound=1)
-flags.DEFINE_bool("overwrite", False, "Delete the TFRecords and manifest of "
-                  "an earlier run in --output_dir (otherwise refused).")
+flags.DEFINE_bool("overwrite", False, "Replace the folder of an earlier run "
+                  "(--output_dir) once the new run is written (otherwise "
+                  "refused); a folder with other files is always refused.")
 flags.DEFINE_integer("block_sentences", 20_000,
                      "Lines read, tokenized and turned into instances at a "
                      "time; bounds memory.", lower_bound=1)

@@ -15,9 +15,12 @@ bounded buffer. So memory is bounded by one block and the buffer, whatever
 the corpus size. `manifest.json`, written last, lists the run's shards and
 their fingerprints; readers (`bert.data.pretraining_manifest.check_manifests`)
 refuse a TFRecord beside it that it does not list, or that differs from its
-fingerprint.
+fingerprint. The run's folder (or each `--output_file`) takes its place
+whole once every shard is written; what an existing one may hold to be
+replaced: `bert.data.pretraining_output`.
 """
 
+import contextlib
 import dataclasses
 import glob
 import os
@@ -27,12 +30,17 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
+from bert.data import _io
 from bert.data import record_integrity
+from bert.data._workers import worker_pool
 from bert.data.errors import DataError
 from bert.data.pretraining_data import (Instance, PretrainingDataConfig,
                                         create_instances_from_document)
 from bert.data.pretraining_manifest import (MANIFEST, check_manifests,  # noqa: F401
                                             write_manifest)
+from bert.data.pretraining_output import (check_output_dir,
+                                          check_output_files, replaceable,
+                                          shard_names)
 from bert.data.pretraining_records import encode_instances
 from bert.data.vocab import Vocab
 from bert.validation import check_int
@@ -218,12 +226,13 @@ def create_pretraining_data(input_spec: str, output_dir: Optional[str],
                             output_files: Optional[Sequence[str]] = None
                             ) -> List[ShardSummary]:
   """Creates `num_shards` TFRecord files in `output_dir` using processes,
-  then `manifest.json` listing them (written last: a folder without it
-  holds an unfinished run).
+  and `manifest.json` listing them.
 
-  A folder that holds files of an earlier run (TFRecords, a manifest) is
-  refused, since a reader's `output_dir/*.tfrecord` would mix them in; with
-  `overwrite` they are deleted first.
+  The folder appears whole (shards and manifest) or not at all
+  (`bert.data.pretraining_output`): an existing one is refused if it holds
+  an earlier run, since a reader's `output_dir/*.tfrecord` would mix them
+  in, unless `overwrite`: then it is replaced whole once the new run is
+  written. A folder holding anything else (a user's files) is refused.
 
   `output_files` (google-research's `--output_file=a,b`) names the files
   instead, one shard each (`output_dir` None): they are replaced if they
@@ -243,100 +252,48 @@ def create_pretraining_data(input_spec: str, output_dir: Optional[str],
     raise DataError(f"no text in {', '.join(files)}: every input file is "
                     "empty")
   Vocab.from_file(vocab_file)   # checked before any writing
+
+  def shards(paths):   # the shards, written to `paths`
+    return _write_shards([(files, i, len(paths), path, vocab_file, config)
+                          for i, path in enumerate(paths)], num_processes, log)
+
   if output_files is not None:
-    outputs = _check_output_files(output_files, num_shards)
-    num_shards = len(outputs)
-    created = []
-  else:
-    created = [] if os.path.exists(output_dir) else [output_dir]
-    os.makedirs(output_dir, exist_ok=True)
-    _clear_earlier_run(output_dir, overwrite, log)
-    outputs = [os.path.join(output_dir,
-                            f"pretrain-{i:05d}-of-{num_shards:05d}.tfrecord")
-               for i in range(num_shards)]
-  jobs = [(files, i, num_shards, path + ".tmp", vocab_file, config)
-          for i, path in enumerate(outputs)]
-  try:
-    summaries = _write_shards(jobs, num_processes, log)
-    if not any(s.documents for s in summaries):
-      raise DataError(f"no text in {', '.join(files)}: no line holds a word")
-    for path in outputs:
-      os.replace(path + ".tmp", path)
-    if output_dir is not None:
-      write_manifest(output_dir, [os.path.basename(p) for p in outputs],
-                     summaries, config)
-    return summaries
-  except BaseException:
-    # No partial run is left where a reader could take it for data.
-    for path in outputs:
-      if os.path.exists(path + ".tmp"):
-        os.remove(path + ".tmp")
-      if output_dir is not None and os.path.exists(path):
-        os.remove(path)
-    for folder in created:
-      if not os.listdir(folder):
-        os.rmdir(folder)
-    raise
-
-
-def _check_output_files(output_files, num_shards) -> List[str]:
-  outputs = [p.strip() for p in output_files if p.strip()]
-  if not outputs:
-    raise ValueError("output_files: no file named")
-  if len(set(map(os.path.abspath, outputs))) != len(outputs):
-    raise ValueError(f"output_files: a file is named twice ({', '.join(outputs)})")
-  if num_shards not in (1, len(outputs)):
-    raise ValueError(f"num_shards={num_shards} but {len(outputs)} output files "
-                     "are named (one shard each)")
-  for path in outputs:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    if os.path.exists(os.path.join(folder, MANIFEST)):
-      raise FileExistsError(
-          f"{path}: its folder holds the {MANIFEST} of an --output_dir run, "
-          "whose readers would refuse a file it does not list; write the "
-          "files elsewhere")
-  return outputs
+    outputs = check_output_files(output_files, num_shards)
+    with contextlib.ExitStack() as stack:
+      # Renamed into place together, once every shard is written.
+      return shards([stack.enter_context(_io.atomic_file(path, "wb")).name
+                     for path in outputs])
+  earlier = check_output_dir(output_dir, overwrite)
+  names = shard_names(num_shards)
+  what = "a pre-training data run" if overwrite else "an empty folder"
+  with _io.atomic_folder(output_dir, replaceable(overwrite), what) as tmp:
+    summaries = shards([os.path.join(tmp, name) for name in names])
+    write_manifest(tmp, names, summaries, config)   # the run is complete
+  if earlier:
+    log(f"--overwrite: replaced the earlier run in {output_dir} "
+        f"({len(earlier)} files)")
+  return summaries
 
 
 def _write_shards(jobs, num_processes, log) -> List[ShardSummary]:
-  """Runs the shard jobs; their summaries in shard order."""
+  """Runs the shard jobs; their summaries in shard order. A run of no
+  words is an error (raised before its outputs take their places)."""
+  summaries = []
   if num_processes > 1:
-    import multiprocessing  # pylint: disable=g-import-not-at-top
-    with multiprocessing.get_context("spawn").Pool(num_processes) as pool:
-      summaries = []
+    # Its workers end with this process: none outlives a killed run, to
+    # write into the temp files a later run removes.
+    with worker_pool(num_processes) as pool:
       for summary in pool.imap_unordered(_run_shard, jobs):
         log(f"shard {summary.shard}: {summary.instances} instances in "
             f"{summary.seconds:.1f} s")
         summaries.append(summary)
   else:
-    summaries = []
     for job in jobs:
       summary = _run_shard(job)
       log(f"shard {summary.shard}: {summary.instances} instances in "
           f"{summary.seconds:.1f} s")
       summaries.append(summary)
+  if not any(s.documents for s in summaries):
+    files = jobs[0][0]
+    raise DataError(f"no text in {', '.join(files)}: no line holds a word")
   return sorted(summaries, key=lambda s: s.shard)
-
-
-
-def _earlier_files(output_dir: str) -> List[str]:
-  return sorted(f for f in os.listdir(output_dir)
-                if f == MANIFEST or f.endswith((".tfrecord", ".tfrecord.tmp")))
-
-
-def _clear_earlier_run(output_dir: str, overwrite: bool, log) -> None:
-  earlier = _earlier_files(output_dir)
-  if not earlier:
-    return
-  if not overwrite:
-    shown = ", ".join(earlier[:3]) + (f" and {len(earlier) - 3} more"
-                                      if len(earlier) > 3 else "")
-    raise FileExistsError(
-        f"{output_dir} holds files of an earlier run ({shown}), which a "
-        f"reader of {output_dir}/*.tfrecord would mix in; pass --overwrite "
-        "to delete them, or choose another --output_dir")
-  for name in earlier:
-    os.remove(os.path.join(output_dir, name))
-  log(f"--overwrite: deleted {len(earlier)} files of an earlier run in "
-      f"{output_dir}")

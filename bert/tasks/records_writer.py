@@ -14,6 +14,7 @@ import numpy as np
 
 from bert.data import _io
 from bert.data import finetuning_records as fr
+from bert.data._workers import worker_pool
 from bert.data.errors import DataError
 from bert.tasks.finetuning import FinetuningTask
 from bert.validation import check_int
@@ -128,11 +129,12 @@ def create_finetuning_records(task: FinetuningTask, output_dir: str,
 
 def _write_in_processes(task_factory, folder, split, chunk_rows, processes,
                         num_shards, side, row_index) -> dict:
-  import multiprocessing  # pylint: disable=g-import-not-at-top
   jobs = [(task_factory, split, chunk_rows, w, processes, folder)
           for w in range(processes)]
   parts = {}
-  with multiprocessing.get_context("spawn").Pool(processes) as pool:
+  # Its workers end with this process: none outlives a killed run, to
+  # write into the temp folder a later run removes.
+  with worker_pool(processes) as pool:
     for done in pool.imap_unordered(_encode_parts, jobs):
       parts.update(done)
   order = sorted(parts)
