@@ -5,17 +5,13 @@ replaced by a file, a command never writes over what it reads, and every
 refusal is one line naming the path (issue 42: "every command that writes").
 """
 
-import contextlib
 import json
 import os
 import re
-import resource
-import shutil
 import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import threading
 
 from absl import flags as absl_flags
@@ -24,15 +20,10 @@ import pytest
 from bert import BertEncoder, checkpoints, export
 from bert.data import _io
 from conftest import REPO_ROOT, small_config
+from output_checks import file_size_limit, one_line, unprivileged
+from output_checks import shared_tmp  # noqa: F401 pylint: disable=unused-import (a fixture)
 
 BIN = os.path.dirname(sys.executable)
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message and "[Errno" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
 
 
 def listing(folder):
@@ -45,44 +36,6 @@ def listing(folder):
                os.readlink(full) if stat.S_ISLNK(mode) else None)
     out[name] = (stat.S_IFMT(mode), content)
   return out
-
-
-@contextlib.contextmanager
-def unprivileged():
-  """Runs the body as a user the file modes apply to (root ignores them)."""
-  if os.geteuid() != 0:
-    yield
-    return
-  os.seteuid(65534)
-  try:
-    yield
-  finally:
-    os.seteuid(0)
-
-
-@contextlib.contextmanager
-def file_size_limit(size):
-  """Writes past `size` bytes fail with EFBIG: a full disk, in one process."""
-  previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-  limits = resource.getrlimit(resource.RLIMIT_FSIZE)
-  resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
-  try:
-    yield
-  finally:
-    resource.setrlimit(resource.RLIMIT_FSIZE, limits)
-    signal.signal(signal.SIGXFSZ, previous)
-
-
-@pytest.fixture
-def shared_tmp():
-  """A temp folder an unprivileged user can reach (pytest's is private)."""
-  root = tempfile.mkdtemp(prefix="output_files_test-")
-  os.chmod(root, 0o777)
-  yield root
-  for dirpath, dirs, _ in os.walk(root):
-    for d in dirs:
-      os.chmod(os.path.join(dirpath, d), 0o777)
-  shutil.rmtree(root)
 
 
 # --------------------------------------------------------- atomic_file

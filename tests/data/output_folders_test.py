@@ -7,13 +7,10 @@ folders of a killed writer are removed by the next write, never a live one's.
 import contextlib
 import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -26,38 +23,9 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
 from bert.tasks.records_writer import create_finetuning_records
 from conftest import (REPO_ROOT, minilm_dir, random_inputs, shared_data,
                       small_config)
-
-
-# The record of what the library wrote in a folder (part of its format).
-RECORD = ".bert-tf2-files.json"
-# This host as a writer's temp folder names it (`X.tmp-<host>-<pid>-<random>`).
-HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message and "[Errno" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
-def tree(folder):
-  """{relative path: content (None for a folder)} of everything under it."""
-  out = {}
-  for root, dirs, files in os.walk(folder):
-    for d in dirs:
-      out[os.path.relpath(os.path.join(root, d), folder) + "/"] = None
-    for f in files:
-      with open(os.path.join(root, f), "rb") as fh:
-        out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
-  return out
-
-
-def write(folder, files):
-  for name, text in files.items():
-    os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
-    with open(os.path.join(folder, name), "w") as f:
-      f.write(text)
+from output_checks import (HOST, RECORD, dead_pid, one_line, tree,
+                           unprivileged, write)
+from output_checks import shared_tmp  # noqa: F401 pylint: disable=unused-import (a fixture)
 
 
 def encoder(seed):
@@ -197,31 +165,6 @@ def test_an_output_that_is_a_file_is_one_line(tmp_path):
   assert (tmp_path / "model").read_text() == "keep"
 
 
-@contextlib.contextmanager
-def unprivileged():
-  """Runs the body as a user the file modes apply to (root ignores them)."""
-  if os.geteuid() != 0:
-    yield
-    return
-  os.seteuid(65534)
-  try:
-    yield
-  finally:
-    os.seteuid(0)
-
-
-@pytest.fixture
-def shared_tmp():
-  """A temp folder an unprivileged user can reach (pytest's is private)."""
-  root = tempfile.mkdtemp(prefix="output_folders_test-")
-  os.chmod(root, 0o777)
-  yield root
-  for dirpath, dirs, _ in os.walk(root):
-    for d in dirs:
-      os.chmod(os.path.join(dirpath, d), 0o777)
-  shutil.rmtree(root)
-
-
 def test_a_read_only_parent_is_one_line(shared_tmp):
   """A PermissionError naming the output and the parent (before: the temp
   folder's name, `[Errno 13] Permission denied: .../ckpt.tmp-x1y2z3`)."""
@@ -301,12 +244,6 @@ def test_temp_folders_of_a_killed_writer_are_removed_by_the_next(tmp_path,
   assert sorted(os.listdir(tmp_path)) == sorted(["records"] + live)
   assert tree(out)["a.txt"] == b"2"
   assert f"removed {tmp_path / dead[0]}" in caplog.text
-
-
-def dead_pid():
-  process = subprocess.Popen(["true"])
-  process.wait()
-  return process.pid
 
 
 def test_set_aside_copies_of_a_killed_writer_are_judged_by_their_record(

@@ -9,7 +9,6 @@ import glob
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -21,9 +20,8 @@ from bert.data import pretraining_data as pd
 from bert.data import pretraining_shards as ps
 from bert.data.pretraining_dataset import list_files
 from conftest import REPO_ROOT, minilm_dir, shared_data
+from output_checks import HOST, RECORD, dead_pid, one_line, tree
 
-RECORD = ".bert-tf2-files.json"   # the library's record of what it wrote
-HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
 QUIET = dict(log=lambda *_: None)
 
 
@@ -39,25 +37,6 @@ def make():
                                       vocab, config, num_shards=shards,
                                       **dict(QUIET, **kw))
   return run
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message and "[Errno" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
-def tree(folder):
-  """{relative path: content (None for a folder)} of everything under it."""
-  out = {}
-  for root, dirs, files in os.walk(folder):
-    for d in dirs:
-      out[os.path.relpath(os.path.join(root, d), folder) + "/"] = None
-    for f in files:
-      with open(os.path.join(root, f), "rb") as fh:
-        out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
-  return out
 
 
 def shards(folder):
@@ -80,12 +59,6 @@ def no_work(monkeypatch):
   def refuse(*args):
     raise AssertionError("a shard was written before the output was checked")
   monkeypatch.setattr(ps, "create_shard", refuse)
-
-
-def dead_pid():
-  process = subprocess.Popen(["true"])
-  process.wait()
-  return process.pid
 
 
 # ------------------------------------------------ finding 3: user files kept

@@ -16,10 +16,7 @@ import contextlib
 import gc
 import os
 import re
-import resource
 import shutil
-import signal
-import socket
 import stat
 import subprocess
 import tempfile
@@ -33,12 +30,10 @@ from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                          BertSpanLabeler, BertTokenClassifier)
 from bert.models.distiller import Distiller
 from conftest import random_inputs, small_config
+from output_checks import (HOST, RECORD, dead_pid, file_size_limit,
+                           one_line, tree, unprivileged)
 
 X = random_inputs(2, 8)
-# The record of what the library wrote in a folder (part of its format).
-RECORD = ".bert-tf2-files.json"
-# This host as a writer's temp names it (`X.tmp-<host>-<pid>-<random>`).
-HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
 # Fast saves: a SavedModel without traced functions still loads back
 # (the classes are registered); the traced default is keras_api_test's.
 FORMATS = {"saved_model": ("model", dict(save_traces=False)),
@@ -55,58 +50,6 @@ def model(seed):
 
 def logits(m):
   return m(X, training=False)["logits"].numpy()
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message and "[Errno" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
-def tree(folder):
-  """{relative path: content (None for a folder)} of everything under it."""
-  out = {}
-  for root, dirs, files in os.walk(folder):
-    for d in dirs:
-      out[os.path.relpath(os.path.join(root, d), folder) + "/"] = None
-    for f in files:
-      with open(os.path.join(root, f), "rb") as fh:
-        out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
-  return out
-
-
-@contextlib.contextmanager
-def file_size_limit(size):
-  """Writes past `size` bytes fail with EFBIG: a full disk, in one process
-  (as tests/data/output_files_test.py simulates it)."""
-  previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-  limits = resource.getrlimit(resource.RLIMIT_FSIZE)
-  resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
-  try:
-    yield
-  finally:
-    resource.setrlimit(resource.RLIMIT_FSIZE, limits)
-    signal.signal(signal.SIGXFSZ, previous)
-
-
-@contextlib.contextmanager
-def unprivileged():
-  """Runs the body as a user the file modes apply to (root ignores them)."""
-  if os.geteuid() != 0:
-    yield
-    return
-  os.seteuid(65534)
-  try:
-    yield
-  finally:
-    os.seteuid(0)
-
-
-def dead_pid():
-  process = subprocess.Popen(["true"])
-  process.wait()
-  return process.pid
 
 
 # ------------------------------------------------------------ the wiring

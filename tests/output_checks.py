@@ -1,0 +1,91 @@
+"""What the tests of the library's outputs share (atomic_folder, atomic_file,
+model.save, the data writers): the record's name, this host as temp names
+carry it, a folder's tree, a one-line check, an unprivileged user (root
+ignores file modes), a full disk in one process, a dead process id."""
+
+import contextlib
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+
+import pytest
+
+# The record of what the library wrote in a folder (part of its format).
+RECORD = ".bert-tf2-files.json"
+# This host as a writer's temp names carry it (`X.tmp-<host>-<pid>-<random>`).
+HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
+
+
+def one_line(exc_info, *fragments):
+  message = str(exc_info.value)
+  assert "\n" not in message and "[Errno" not in message, message
+  for fragment in fragments:
+    assert fragment in message, (fragment, message)
+
+
+def tree(folder):
+  """{relative path: content (None for a folder)} of everything under it."""
+  out = {}
+  for root, dirs, files in os.walk(folder):
+    for d in dirs:
+      out[os.path.relpath(os.path.join(root, d), folder) + "/"] = None
+    for f in files:
+      with open(os.path.join(root, f), "rb") as fh:
+        out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
+  return out
+
+
+def write(folder, files):
+  for name, text in files.items():
+    os.makedirs(os.path.dirname(os.path.join(folder, name)), exist_ok=True)
+    with open(os.path.join(folder, name), "w") as f:
+      f.write(text)
+
+
+@contextlib.contextmanager
+def unprivileged():
+  """Runs the body as a user the file modes apply to (root ignores them)."""
+  if os.geteuid() != 0:
+    yield
+    return
+  os.seteuid(65534)
+  try:
+    yield
+  finally:
+    os.seteuid(0)
+
+
+@contextlib.contextmanager
+def file_size_limit(size):
+  """Writes past `size` bytes fail with EFBIG: a full disk, in one process."""
+  previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+  limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+  resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
+  try:
+    yield
+  finally:
+    resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+    signal.signal(signal.SIGXFSZ, previous)
+
+
+def dead_pid():
+  process = subprocess.Popen(["true"])
+  process.wait()
+  return process.pid
+
+
+@pytest.fixture
+def shared_tmp():
+  """A temp folder an unprivileged user can reach (pytest's is private)."""
+  root = tempfile.mkdtemp(prefix="bert_output_test-")
+  os.chmod(root, 0o777)
+  yield root
+  for dirpath, dirs, _ in os.walk(root):
+    for d in dirs:
+      os.chmod(os.path.join(dirpath, d), 0o777)
+  shutil.rmtree(root)
