@@ -24,7 +24,6 @@ is complete. Readers check the shards against it before anything is trained
 (`bert.data.finetuning_manifest`).
 """
 
-import hashlib
 import json
 import os
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
@@ -37,14 +36,6 @@ from bert.data.finetuning_manifest import (KIND, MANIFEST, VERSION,
                                            parse_spec, read_manifest)
 
 Arrays = Dict[str, np.ndarray]
-
-
-def file_sha256(path: str) -> str:
-  h = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      h.update(block)
-  return h.hexdigest()
 
 
 def shard_names(split: str, num_shards: int) -> List[str]:
@@ -180,7 +171,7 @@ def write_manifest(folder: str, splits: Mapping[str, dict], *, task: str,
                    extra: Optional[dict] = None) -> None:
   manifest = dict(kind=KIND, version=VERSION, task=task,
                   vocab_file=os.path.abspath(vocab_file),
-                  vocab_sha256=file_sha256(vocab_file),
+                  vocab_sha256=record_integrity.file_sha256(vocab_file),
                   do_lower_case=bool(do_lower_case), seq_length=int(seq_length),
                   splits=dict(splits), **(extra or {}))
   path = os.path.join(folder, MANIFEST)
@@ -240,7 +231,7 @@ class FinetuningRecords:
     if task != self.task:
       raise DataError(f"{where}: written by task {self.task}, read by {task} "
                       f"({owner})")
-    if file_sha256(vocab_file) != self.vocab_sha256:
+    if record_integrity.file_sha256(vocab_file) != self.vocab_sha256:
       raise DataError(f"{where}: encoded with the vocab {self.vocab_file}, "
                       f"which differs from {owner}'s {vocab_file}")
     if bool(do_lower_case) != self.do_lower_case:

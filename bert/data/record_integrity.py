@@ -51,7 +51,8 @@ FIELDS = ("records", "bytes", "sha256", "ends_sha256", "ends_bytes")
 _verified: Dict[tuple, Optional[int]] = {}
 
 
-def _sha256_file(path: str) -> str:
+def file_sha256(path: str) -> str:
+  """The SHA-256 of a file's bytes, read in blocks."""
   h = hashlib.sha256()
   with open(path, "rb") as f:
     for block in iter(lambda: f.read(1 << 20), b""):
@@ -125,7 +126,7 @@ def fingerprint(path: str, records: Optional[int] = None,
   `records` is counted (a CRC pass) unless given."""
   ends_bytes = ends_bytes or ENDS_BYTES
   return dict(records=scan(path) if records is None else int(records),
-              bytes=os.path.getsize(path), sha256=_sha256_file(path),
+              bytes=os.path.getsize(path), sha256=file_sha256(path),
               ends_sha256=_ends_sha256(path, ends_bytes),
               ends_bytes=ends_bytes)
 
@@ -208,7 +209,7 @@ def _check_file(path: str, entry: dict, manifest: Optional[str], full: bool,
                     f"replaced file){_same_as(path, others)}")
   count = None
   if full:
-    if "sha256" in entry and _sha256_file(path) != entry["sha256"]:
+    if "sha256" in entry and file_sha256(path) != entry["sha256"]:
       scan(path)   # names the damaged record, if there is one
       raise DataError(f"{path}: content differs from {manifest}'s SHA-256 "
                       f"(a changed or replaced file){_same_as(path, others)}")
