@@ -154,7 +154,7 @@ def check_parity(folder, model, kind, pre):
 
 def export(model_dir, output):
   """Writes OUTPUT; returns (kind, max abs logit difference)."""
-  from bert.training.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
+  from bert.tasks.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
   kind = _kind(model)

@@ -52,8 +52,8 @@ def main(argv=None):
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   tf.config.threading.set_inter_op_parallelism_threads(1)
   from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
-  from bert.serving import cpu  # pylint: disable=g-import-not-at-top
-  from bert.training import trained_run  # pylint: disable=g-import-not-at-top
+  from bert import hardware as cpu  # pylint: disable=g-import-not-at-top
+  from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
 
   loaded = []
   for name, path in runs:

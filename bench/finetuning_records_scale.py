@@ -123,7 +123,7 @@ def main(argv=None):
         print(f"round {r} {kind} x{scale}: {result}", flush=True)
   finally:
     shutil.rmtree(work, ignore_errors=True)
-  from bert.serving.cpu import describe  # pylint: disable=g-import-not-at-top
+  from bert.hardware import describe  # pylint: disable=g-import-not-at-top
   report["cpu"] = describe()
   for (kind, scale), rs in results.items():
     report["cells"][f"{kind} x{scale}"] = dict(

@@ -49,7 +49,7 @@ def main():
       [f"INIT_CHECKPOINT = {args.model!r}", f"DATA_DIR = {args.data_dir!r}",
        f"RuntimeConfig.seed = {args.seed}",
        f"FinetuningInputs.seed = {args.seed}"])
-  task = runner.build_task()
+  task = tasks.build_task()
   kernel, bias = hf_initial_head(args.model, len(task.labels), args.seed)
   initialize = task.initialize
 

@@ -97,7 +97,7 @@ def main(argv=None):
         print(f"round {r} {name} x{s}: {result}", flush=True)
   finally:
     shutil.rmtree(work, ignore_errors=True)
-  from bert.serving.cpu import describe  # pylint: disable=g-import-not-at-top
+  from bert.hardware import describe  # pylint: disable=g-import-not-at-top
   report = dict(cpu=describe(), dupe_factor=args.dupe_factor, repeats=args.repeats,
                 cells={})
   for (name, s), results in runs.items():

@@ -25,7 +25,7 @@ from bert.config import BertConfig
 from bert.data.length_buckets import default_length_buckets
 from bert.data.packing import choose_row_length
 from bert.flops import TRAIN_FACTOR, flops_per_real_token
-from bert.serving import cpu
+from bert import hardware as cpu
 from bert.testing import minilm_dir, shared_data_dir
 from bench._real_worker import BATCH
 from bench._protocol import Worker

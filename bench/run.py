@@ -27,7 +27,7 @@ import time
 
 from bench import _protocol as P
 from bert.config import BertConfig
-from bert.serving import cpu
+from bert import hardware as cpu
 from bert.flops import TRAIN_FACTOR, encoder_flops, pooler_flops
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,45 +1,54 @@
-"""BERT for TensorFlow 2 (tf_keras): layers, networks, tasks and data."""
+"""BERT for TensorFlow 2 (tf_keras): layers, networks, models, tasks, data.
 
+`import bert` is cheap: it loads no TensorFlow, and the subpackages
+(`bert.models`, `bert.tasks`, ...) and the names below load when first used.
+It changes one thing in the process, stated on the README's first screen:
+unless TF_ENABLE_ONEDNN_OPTS is set, it turns TensorFlow's oneDNN kernels on
+(TensorFlow reads that switch when it is first imported, so this only takes
+effect when `bert` comes first). They are the fast path for matmuls and fused
+activations on x86 CPUs, but TensorFlow enables them by default only on some
+of them; figures in bench/RESULTS.md. An explicit value always wins.
+
+This module is also the front door of the layering (docs/design.md): it is
+the one place above every layer, so it registers into `bert.registry` the
+functions a lower layer needs from a higher one.
+"""
+
+import importlib
 import os
-import sys
 
-# oneDNN kernels (matmuls, batched matmuls, fused bias/activation) are the
-# fast path on x86 CPUs: with them our fine-tuning step ran 1.3-1.4x faster
-# (bench/RESULTS.md), but TensorFlow turns them on by default only on some
-# Intel CPUs. TensorFlow reads the switch when it is first imported, so this
-# takes effect when `bert` is imported before `tensorflow`; an explicit
-# TF_ENABLE_ONEDNN_OPTS (0 or 1) always wins.
+from bert import registry
+
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-# The bert-* commands keep TensorFlow's C++ log (start-up notices, and on
-# machines without a GPU driver a "failed call to cuInit" error) off stderr,
-# where a command's one-line error must stand alone; what goes wrong reaches
-# Python as an exception, which the command reports. They load TensorFlow
-# through this import, before their own code runs; with --verbose, or an
-# explicit TF_CPP_MIN_LOG_LEVEL, TensorFlow logs as usual.
-if (os.path.basename(sys.argv[0] if sys.argv else "").startswith("bert-")
-    and "--verbose" not in sys.argv):
-  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-
-import tf_keras
-
-# Dropout layers draw from a tf.random.Generator (and unseeded initializers
-# from seeds) that `tf_keras.utils.set_random_seed` seeds: a run's masks are
-# then a function of its seed, whether it trains with `fit` or `bert-train`,
-# and the generators' states can be checkpointed, so a resumed run draws the
-# masks the interrupted one would have. Layers created before this import
-# keep the legacy stateful ops.
-tf_keras.backend.experimental.enable_tf_random_generator()
-
-from bert.config import BertConfig
-from bert import layers
-from bert import networks
-from bert import checkpoints
-from bert import models
-from bert import tasks
-from bert import training
-from bert.networks import BertEncoder, EncoderScaffold
 
 __version__ = "0.1.0"
 
-__all__ = ["BertConfig", "BertEncoder", "EncoderScaffold", "checkpoints", "layers",
-           "models", "networks", "tasks", "training"]
+_SUBPACKAGES = ("checkpoints", "data", "layers", "models", "networks",
+                "pretrained", "serving", "tasks", "training")
+# Public names of the top level -> the module that defines them.
+_NAMES = {"BertConfig": "bert.config", "BertEncoder": "bert.networks",
+          "EncoderScaffold": "bert.networks"}
+
+__all__ = sorted(_NAMES) + list(_SUBPACKAGES)
+
+
+def __getattr__(name):
+  if name in _SUBPACKAGES:
+    return importlib.import_module(f"bert.{name}")
+  if name in _NAMES:
+    return getattr(importlib.import_module(_NAMES[name]), name)
+  raise AttributeError(f"module 'bert' has no attribute {name!r}")
+
+
+def __dir__():
+  return sorted(set(globals()) | set(__all__))
+
+
+def _read_run(folder, with_heads):
+  """The "run" checkpoint format: a `bert-train` model_dir, whose model only
+  its task can rebuild (`bert.tasks.trained_run`)."""
+  from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
+  return trained_run.run_checkpoint(folder, with_heads)
+
+
+registry.register("checkpoint_format", "run", _read_run)

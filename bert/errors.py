@@ -12,3 +12,7 @@ This module imports nothing: every other module may use it.
 
 class UserError(Exception):
   """Wrong input (a file, field, argument or path the message names)."""
+
+
+class DataError(UserError, ValueError):
+  """Malformed input data; the message names the file and line."""

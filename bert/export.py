@@ -3,7 +3,7 @@
 Every export loads with `tf.saved_model.load` in a process that imports only
 tensorflow and (for models that tokenize) tensorflow_text, whose ops the
 tokenizer uses. A `bert-train` run's model_dir is exported through these by
-`bert.training.trained_run.export_trained`.
+`bert.tasks.trained_run.export_trained`.
 
 - `export_encoder`: the TF Hub BERT encoder interface (dict inputs
   `input_word_ids`/`input_mask`/`input_type_ids`, dict outputs
@@ -41,10 +41,10 @@ import tf_keras
 
 from bert import precision as precision_lib
 from bert.data import length_buckets as lb
-from bert.data._io import atomic_folder
+from bert.io import atomic_folder
 from bert.features import ENCODER_INPUTS
 from bert.networks.bert_preprocessor import make_preprocessor
-from bert.serving import cpu
+from bert import hardware as cpu
 from bert.serving import tflite
 from bert.serving.classifier import ClassifierServing
 from bert.serving.gate import AccuracyGate

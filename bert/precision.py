@@ -12,9 +12,9 @@ it is fast, and fp32 elsewhere:
   fp32);
 - any other CPU: `float32`.
 
-XLA follows the precision: under XLA's CPU backend bf16 runs slower than
-fp32, while oneDNN runs it 1.6-1.8x faster than fp32 (Zen 5,
-bench/RESULTS_BF16.md), and fp32 is as fast or faster with XLA. Explicit
+XLA follows the precision: XLA's CPU backend has no fast bf16 matmul while
+oneDNN has, and fp32 is as fast or faster with XLA (the measurements are in
+bench/RESULTS_BF16.md). Explicit
 settings always win: a named policy is used as given, and
 `jit_compile=True/False` overrides.
 
@@ -25,6 +25,8 @@ branch runs on any machine.
 import dataclasses
 import os
 from typing import FrozenSet, Optional, Tuple
+
+from bert import hardware
 
 POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
 CHOICES = POLICIES + ("auto",)
@@ -74,7 +76,6 @@ def gpu_capability() -> Optional[Tuple[int, int]]:
 
 def _auto_policy(cpu_flags, onednn, capability) -> Tuple[str, str]:
   """(policy, reason) that "auto" resolves to."""
-  from bert.serving import cpu  # pylint: disable=g-import-not-at-top
   if capability is not None:
     name = f"GPU of compute capability {capability[0]}.{capability[1]}"
     if tuple(capability) >= (8, 0):
@@ -82,7 +83,7 @@ def _auto_policy(cpu_flags, onednn, capability) -> Tuple[str, str]:
     if tuple(capability) >= (7, 0):
       return "mixed_float16", f"{name} has fp16 tensor cores, no bf16"
     return "float32", f"{name} has no fp16/bf16 tensor cores"
-  present = cpu.flags() if cpu_flags is None else frozenset(cpu_flags)
+  present = hardware.flags() if cpu_flags is None else frozenset(cpu_flags)
   found = [f for f in ("amx_bf16", "avx512_bf16") if f in present]
   if not found:
     return "float32", "the CPU has neither AVX512_BF16 nor AMX"

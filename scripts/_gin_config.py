@@ -70,10 +70,12 @@ def parse_sources(files, bindings):
   """Parses gin `files` then `bindings`; a failure is a ConfigError naming
   its source."""
   import gin  # pylint: disable=g-import-not-at-top
-  from bert import tasks  # pylint: disable=g-import-not-at-top
-  from bert import configs  # pylint: disable=g-import-not-at-top
-  from bert.validation import ConfigError, gin_error_line  # pylint: disable=g-import-not-at-top
-  del tasks   # imported for its gin configurables
+  # pylint: disable=g-import-not-at-top
+  # Imported for their gin configurables: the tasks and their configs, and
+  # the runtime's (RuntimeConfig, OptimizerConfig).
+  from bert import tasks, training  # noqa: F401 pylint: disable=unused-import
+  from bert import configs
+  from bert.validation import ConfigError, gin_error_line
   gin.add_config_file_search_path(os.path.dirname(configs.__file__))
   # Parsed one source at a time, so that any failure (syntax, an unknown
   # name, an import in a gin file) is named with its source even when gin
@@ -105,5 +107,5 @@ def task_from_sources(files, bindings):
 
 def build_task():
   """`build_task()` of the parsed config."""
-  from bert.training import run as runner  # pylint: disable=g-import-not-at-top
-  return runner.build_task()
+  from bert.tasks import build_task as build  # pylint: disable=g-import-not-at-top
+  return build()

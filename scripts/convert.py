@@ -39,7 +39,7 @@ flags.mark_flags_as_required(["input", "output"])
 def main(argv):
   del argv
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   # Converting a folder into itself would replace what it converts.
   _io.check_not_an_input(FLAGS.output, {"--input": FLAGS.input})
   ckpt = checkpoints.load(FLAGS.input, with_heads=FLAGS.with_heads,

@@ -67,7 +67,7 @@ def _output_files():
   (/dev/null) by a file (each shard is written beside it and renamed)."""
   if not FLAGS.output_file:
     return None
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   from bert.data.pretraining_shards import expand_inputs  # pylint: disable=g-import-not-at-top
   outputs = FLAGS.output_file.split(",")
   inputs = [("--input_file", source)

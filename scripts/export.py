@@ -53,7 +53,7 @@ flags.mark_flags_as_required(["kind", "output"])
 def main(argv):
   del argv
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   # Say, a preprocessor exported over the encoder it takes its vocab from.
   _io.check_not_an_input(FLAGS.output, {"--checkpoint": FLAGS.checkpoint,
                                         "--vocab_file": FLAGS.vocab_file})
@@ -63,7 +63,7 @@ def main(argv):
   if FLAGS.kind != "preprocessor" and not FLAGS.checkpoint:
     raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
   if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
-    from bert.training import trained_run  # pylint: disable=g-import-not-at-top
+    from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
     manifest = trained_run.export_trained(
         FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind,
         precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop)

@@ -29,7 +29,7 @@ flags.mark_flags_as_required(["input_file", "output_file", "init_checkpoint"])
 def main(argv):
   del argv
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   from bert.tasks import feature_extraction as fe  # pylint: disable=g-import-not-at-top
   try:

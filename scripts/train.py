@@ -70,7 +70,7 @@ def _overrides():
 def main(argv):
   del argv
   import gin  # pylint: disable=g-import-not-at-top
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   from bert.training import run as runner  # pylint: disable=g-import-not-at-top
 
   _gin_config.parse(_overrides())

@@ -93,7 +93,7 @@ def write_run(folder, bindings):
   weights need no training for what the tests check, and tracing a training
   step would be most of their time."""
   import gin  # pylint: disable=g-import-not-at-top
-  from bert.training.run import build_task  # pylint: disable=g-import-not-at-top
+  from bert.tasks import build_task  # pylint: disable=g-import-not-at-top
   gin.clear_config()
   try:
     gin.parse_config(bindings)

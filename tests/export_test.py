@@ -150,7 +150,7 @@ RuntimeConfig.strategy = "one_device"
 
 
 def _expected_probabilities(model_dir, texts):
-  from bert.training.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
+  from bert.tasks.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
   task, model = load_trained_task(model_dir)
   inputs = task.tokenizer.encode(texts, None, 16)
   return tf.nn.softmax(model({k: tf.constant(v) for k, v in inputs.items()},

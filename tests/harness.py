@@ -491,7 +491,7 @@ def run_model_test(cls: Callable, init_kwargs: Optional[Mapping[str, Any]],
   default traced save) and, for models with real weights,
   `expected_partial_output`: golden values (see `check_golden_values`)
   compared within `golden_atol` before any other check. `cls` may be a
-  factory (e.g. `lambda: BertEncoder.from_pretrained(...)`) with
+  factory (e.g. `lambda: bert.models.load_encoder(...)`) with
   `init_kwargs=None`.
 
   Returns:

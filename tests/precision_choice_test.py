@@ -9,7 +9,7 @@ import tf_keras
 
 from bert import precision
 from bert.models import BertClassifier
-from bert.serving import cpu
+from bert import hardware as cpu
 from bert.training import run
 from conftest import minilm_dir, shared_data
 
@@ -112,13 +112,13 @@ def test_bf16_forward_is_within_bf16_rounding_of_fp32_on_real_weights():
   2^-8 per operation, compounded over 6 blocks) stays close to fp32 in the
   pooled output and the sequence output, and gives the same nearest
   neighbours; it is not fp32 in disguise (differences well above fp32's)."""
-  from bert import BertEncoder  # pylint: disable=g-import-not-at-top
+  from bert.models import load_encoder  # pylint: disable=g-import-not-at-top
   from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
   texts = [e.text_a for e in cd.read_glue(
       "sst-2", shared_data("glue", "SST-2", "dev.tsv"), "eval")[:24]]
   outputs = {}
   for policy in ("float32", "mixed_bfloat16"):
-    encoder = BertEncoder.from_pretrained(minilm_dir(), seq_length=64,
+    encoder = load_encoder(minilm_dir(), seq_length=64,
                                           precision=policy)
     assert encoder.compute_dtype == policy.replace("mixed_", "")
     out = encoder(encoder.preprocessor(tf.constant(texts)), training=False)

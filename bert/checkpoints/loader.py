@@ -37,8 +37,9 @@ from bert.checkpoints import hf
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
-from bert.data._io import atomic_folder
+from bert.io import atomic_folder
 from bert import pretrained
+from bert import registry
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
                                      RUN_CONFIG, VOCAB_FILE, check_folder,
@@ -47,12 +48,10 @@ from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
 from bert.checkpoints.reader import TF2_PREFIX as _TF2_PREFIX
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
-from bert.data.errors import DataError
 from bert.untrusted import first_line
-from bert.validation import ConfigError
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
-from bert.models.bert_pretrainer import build_pretraining_heads
+from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
@@ -177,29 +176,13 @@ def _load_tf2(folder, result, with_heads):
 
 def _load_run(folder, with_heads):
   """A `bert-train` model_dir's encoder, rebuilt and restored as the run
-  left it (`load_trained_task`, as export and distillation load runs)."""
-  # Imported here: bert.training imports this package.
-  from bert.training import trained_run  # pylint: disable=g-import-not-at-top
-  try:
-    task, model = trained_run.load_trained_task(folder)
-  except (FileNotFoundError, ConfigError, DataError) as e:
-    raise CheckpointError(f"{folder}: a bert-train run that cannot be "
-                          f"loaded: {e}") from None
-  encoder = getattr(model, "encoder", None)
-  if not isinstance(encoder, BertEncoder):
-    raise CheckpointError(f"{folder}: the run's {type(model).__name__} has no "
-                          "BertEncoder")
-  result = BertCheckpoint(config=encoder.config, encoder=encoder,
-                          vocab_file=task.vocab_file,
-                          do_lower_case=task.do_lower_case, format="run")
-  heads = [getattr(model, name, None) for name in ("masked_lm", "next_sentence")]
-  if with_heads and all(h is not None for h in heads):
-    result.masked_lm, result.next_sentence = heads
-  kept = {id(w) for part in (encoder, result.masked_lm, result.next_sentence)
-          if part is not None for w in part.weights}
-  result.ignored_variables = sorted(
-      {w.name for w in model.weights if id(w) not in kept})
-  return result
+  left it. Only the run's task can rebuild its model, and the tasks sit above
+  this package: the front door registers their reader (`bert.registry`)."""
+  read_run = registry.lookup("checkpoint_format", "run")
+  if read_run is None:
+    raise CheckpointError(f"{folder}: a bert-train run; no reader of runs is "
+                          "registered (bert/__init__.py registers it)")
+  return read_run(folder, with_heads)
 
 
 # -------------------------------------------------------------------- save

@@ -23,7 +23,7 @@ from bert.checkpoints import tfhub
 from bert.checkpoints.compat import check_vocab_size
 from bert.checkpoints.errors import CheckpointError
 from bert.config import BertConfig
-from bert.data._io import present
+from bert.io import present
 from bert.data.errors import DataError
 from bert.untrusted import named_path, read_json
 

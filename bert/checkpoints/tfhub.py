@@ -32,11 +32,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import object_graph
 from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
+from bert.networks.bert_encoder import BertEncoder
+from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
 
 SAVED_MODEL = "saved_model.pb"
@@ -163,10 +166,6 @@ def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
   """A `bert-export` encoder: its variables carry this library's own names,
   so they go into a `BertEncoder` (+ masked-LM head) of its config by name,
   strictly, and come out as TF1 arrays like every other format."""
-  # pylint: disable=g-import-not-at-top  (the models import the checkpoints)
-  from bert.checkpoints import mapping
-  from bert.models.bert_pretrainer import build_pretraining_heads
-  from bert.networks.bert_encoder import BertEncoder
   mapping.check_size(config, sum(v.size for n, v in values.items()
                                  if not n.startswith("masked_lm/")),
                      source, os.path.join("assets", OWN_CONFIG))

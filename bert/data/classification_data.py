@@ -14,7 +14,7 @@ import math
 import os
 from typing import Dict, List, Optional, Sequence, Union
 
-from bert.data._io import text_lines
+from bert.io import text_lines
 from bert.data.errors import DataError
 from bert.validation import ConfigError
 

@@ -1,7 +1,4 @@
-"""The error of malformed input data."""
+"""The error of malformed input data (defined with the others in
+`bert.errors`, which every layer may import)."""
 
-from bert.errors import UserError
-
-
-class DataError(UserError, ValueError):
-  """Malformed input data; the message names the file and line."""
+from bert.errors import DataError  # noqa: F401 pylint: disable=unused-import

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from bert.data._io import text_lines
+from bert.io import text_lines
 from bert.data.errors import DataError
 
 

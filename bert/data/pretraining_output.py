@@ -1,7 +1,7 @@
 """Where `bert-create-pretraining-data` writes, and what it may replace.
 
 `--output_dir`: the run's folder (its shards and `manifest.json`) is written
-whole through `bert.data._io.atomic_folder`: into a temp folder beside it,
+whole through `bert.io.atomic_folder`: into a temp folder beside it,
 renamed into place once every shard and the manifest are written. So a
 reader sees the earlier run or the new one, never a mix of the two, and a
 run that fails or is killed leaves the earlier one as it was (a killed
@@ -20,7 +20,7 @@ library names them (`pretrain-NNNNN-of-NNNNN.tfrecord`, `manifest.json`,
 and the `.tmp` files a killed run of that time left).
 
 `--output_file=a,b` (google-research's flag): each file is written through
-`bert.data._io.atomic_file` (a temp file named for its writer beside it,
+`bert.io.atomic_file` (a temp file named for its writer beside it,
 renamed over it: a user's `a.tmp` is never touched, a killed run's temp
 file is removed by the next write), all of them renamed into place only
 once every shard is written.
@@ -31,8 +31,8 @@ import os
 import re
 from typing import List, Sequence
 
-from bert.data import _io
-from bert.data._output_record import (output_path, read_record, tree,
+from bert import io as _io
+from bert.io.output_record import (output_path, read_record, tree,
                                       write_record)
 from bert.data.pretraining_manifest import MANIFEST
 

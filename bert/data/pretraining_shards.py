@@ -30,7 +30,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from bert.data import _io
+from bert import io as _io
 from bert.data import record_integrity
 from bert.data._workers import worker_pool
 from bert.data.errors import DataError

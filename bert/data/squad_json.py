@@ -13,7 +13,7 @@ import dataclasses
 import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from bert.data._io import read_text
+from bert.io import read_text
 from bert.data.errors import DataError
 
 

@@ -8,6 +8,8 @@ import tf_keras
 
 from bert.layers import _fast_path_data
 from bert.layers import _text_normalization as norm
+from bert.errors import DataError
+from bert.io import read_text
 
 UNKNOWN_TOKEN = "[UNK]"
 MAX_CHARS_PER_WORD = 100
@@ -43,7 +45,6 @@ SPECIAL_TOKENS = (UNKNOWN_TOKEN, "[CLS]", "[SEP]", "[PAD]")
 def read_vocab(vocab_file: str) -> List[str]:
   """Tokens of a vocab.txt, one per line; id = line number. Checked as
   `check_vocab` checks a list, errors naming the file and line."""
-  from bert.data._io import read_text  # pylint: disable=g-import-not-at-top
   return check_vocab([line.strip() for line in read_text(vocab_file).splitlines()],
                      vocab_file)
 
@@ -52,8 +53,6 @@ def check_vocab(tokens: Sequence[str], source: str = "vocabulary") -> List[str]:
   """`tokens` as a list, or a DataError naming `source` and the line: a
   blank line (it would give an id to "" and none to the token meant there),
   a repeated token, or a missing special token."""
-  # bert.data imports this module: imported here, not at the top.
-  from bert.data.errors import DataError  # pylint: disable=g-import-not-at-top
   seen = {}
   for i, token in enumerate(tokens):
     if not token:

@@ -25,6 +25,15 @@ from tf_keras.src.utils import control_flow_util
 
 _LEVELS = 1 << 16
 
+# Dropout layers draw from a tf.random.Generator (and unseeded initializers
+# from seeds) that `tf_keras.utils.set_random_seed` seeds: a run's masks are
+# then a function of its seed, whether it trains with `fit` or `bert-train`,
+# and the generators' states can be checkpointed, so a resumed run draws the
+# masks the interrupted one would have. This switch is process-wide in
+# tf_keras; it is made when the library's layers are first imported (stated
+# on the README's first screen). Layers created before keep the legacy ops.
+tf_keras.backend.experimental.enable_tf_random_generator()
+
 
 def keep_threshold(rate: float) -> int:
   """Elements whose 16 random bits are >= this are kept."""

@@ -1,11 +1,28 @@
-"""Models: networks composed with task heads."""
+"""Models: networks composed with task heads, each with its preprocessor.
 
+A new head: subclass `EncoderModel` (one `call`, `get_config`), pair it with
+a `BertPreprocessor` subclass, and `from_pretrained`, `fit`, `predict` and
+`save` come with it (see the task models here, and docs/design.md).
+"""
+
+from bert.models._base import EncoderModel, per_example
 from bert.models.bert_classifier import BertClassifier
 from bert.models.bert_multiple_choice import BertMultipleChoice
+from bert.models.bert_pretrainer import BertPretrainer
 from bert.models.bert_span_labeler import BertSpanLabeler
-from bert.models.bert_pretrainer import BertPretrainer, build_pretraining_heads
 from bert.models.bert_token_classifier import BertTokenClassifier
+from bert.models.distiller import Distiller
+from bert.models.preprocessor_base import BertPreprocessor
+from bert.models.preprocessors import (MultipleChoicePreprocessor,
+                                       SpanLabelerPreprocessor,
+                                       TextClassifierPreprocessor,
+                                       TokenClassifierPreprocessor)
+from bert.models.pretrained import load_encoder, load_pretrained
+from bert.networks.pretraining_heads import build_pretraining_heads
 
-__all__ = ["BertClassifier", "BertMultipleChoice", "BertPretrainer", "BertSpanLabeler",
-           "BertTokenClassifier",
-           "build_pretraining_heads"]
+__all__ = ["BertClassifier", "BertMultipleChoice", "BertPreprocessor",
+           "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
+           "Distiller", "EncoderModel", "MultipleChoicePreprocessor",
+           "SpanLabelerPreprocessor", "TextClassifierPreprocessor",
+           "TokenClassifierPreprocessor", "build_pretraining_heads",
+           "load_encoder", "load_pretrained", "per_example"]

@@ -4,14 +4,14 @@ comes from `_keras_training.KerasTraining`). Each model has one `call`."""
 
 from typing import Dict, Optional, Sequence
 
-from absl import logging
 import tensorflow as tf
 import tf_keras
 
 from bert import precision as precision_lib
-from bert.data._io import AtomicSave
+from bert.io import AtomicSave
 from bert.features import ENCODER_INPUTS
 from bert.models._keras_training import KerasTraining
+from bert.models.pretrained import load_pretrained
 from bert.networks.encoder_scaffold import encoder_inputs
 from bert.validation import ConfigError, check_labels
 
@@ -164,19 +164,15 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
       **head_args: the model's own arguments (e.g. `num_classes`,
         `dropout_rate`).
     """
-    from bert import checkpoints  # pylint: disable=g-import-not-at-top
     labels = cls._checked_labels(f"{cls.__name__}.from_pretrained", labels,
                                  head_args.get("num_classes"))
     if labels is None and cls.needs_labels:
       raise ConfigError(f"{cls.__name__}.from_pretrained needs labels=[...], "
                         "the names of the classes (e.g. the tags)")
-    choice = precision_lib.choose(precision)
-    with precision_lib.policy_scope(choice.policy):
-      ckpt = checkpoints.load(source, with_heads=cls._needs_pretraining_heads)
-      model = cls._from_checkpoint(ckpt, labels=labels, **head_args)
-    object.__setattr__(model, "precision_choice", choice)
-    if precision == "auto":
-      logging.info("%s.from_pretrained: %s", cls.__name__, choice.describe())
+    ckpt, model = load_pretrained(
+        source, lambda c: cls._from_checkpoint(c, labels=labels, **head_args),
+        owner=f"{cls.__name__}.from_pretrained", precision=precision,
+        with_heads=cls._needs_pretraining_heads)
     if cls.preprocessor_class is not None:
       kwargs = dict(preprocessor_args or {})
       if lower_case is not None:

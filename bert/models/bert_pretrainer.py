@@ -9,27 +9,7 @@ from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models._base import EncoderModel, per_example
 from bert.networks.encoder_scaffold import EncoderScaffold
-
-
-def build_pretraining_heads(encoder):
-  """BERT's pre-training heads for `encoder`, built: (masked_lm, next_sentence).
-
-  The masked-LM head is tied to the encoder's word-embedding table; the
-  next-sentence head is a dense layer to 2 logits on `pooled_output` (no
-  dropout, as google-research `get_next_sentence_output`).
-  """
-  config = encoder.config
-  masked_lm = MaskedLMHead(
-      vocab_size=config.vocab_size, activation=config.hidden_act,
-      initializer_range=config.initializer_range,
-      layer_norm_epsilon=config.layer_norm_epsilon,
-      embedding_table=encoder.get_embedding_table(), name="masked_lm")
-  next_sentence = ClassificationHead(
-      num_classes=2, dropout_rate=0.0,
-      initializer_range=config.initializer_range, name="next_sentence")
-  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
-  next_sentence(tf.zeros([1, config.hidden_size]))
-  return masked_lm, next_sentence
+from bert.networks.pretraining_heads import build_pretraining_heads
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")

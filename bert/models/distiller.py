@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tf_keras
 
-from bert.data._io import AtomicSave
+from bert.io import AtomicSave
 from bert.layers._util import initializer
 from bert.validation import ConfigError
 

@@ -64,34 +64,6 @@ class BertEncoder(EncoderScaffold):
   def config(self) -> BertConfig:
     return self._bert_config
 
-  @classmethod
-  def from_pretrained(cls, source, *, seq_length: int = 128,
-                      precision: str = "float32") -> "BertEncoder":
-    """The encoder of `source` (a checkpoint folder of any format
-    `bert.checkpoints.load` reads, or a preset name) with its weights, and
-    `encoder.preprocessor`: strings (or a pair of string tensors) -> its
-    inputs, with the checkpoint's vocabulary and casing:
-
-      encoder = BertEncoder.from_pretrained("all_minilm_l6_v2")
-      encoder(encoder.preprocessor(tf.constant(["a sentence"])))
-
-    `precision`: the compute policy, or "auto" (as the task models'
-    `from_pretrained`; `bert.precision.choose`).
-    """
-    from bert import checkpoints  # pylint: disable=g-import-not-at-top
-    from bert import precision as precision_lib  # pylint: disable=g-import-not-at-top
-    from bert.models.preprocessors import (  # pylint: disable=g-import-not-at-top
-        TextClassifierPreprocessor)
-    choice = precision_lib.choose(precision)
-    with precision_lib.policy_scope(choice.policy):
-      ckpt = checkpoints.load(source)
-    # Not a tracked layer of the encoder: saving the encoder saves the
-    # encoder alone, as before.
-    object.__setattr__(ckpt.encoder, "preprocessor",
-                       TextClassifierPreprocessor.from_checkpoint(
-                           ckpt, seq_length=seq_length))
-    return ckpt.encoder
-
   def get_config(self):
     return dict(config=self._bert_config.to_dict(),
                 return_attention_probs=self._scaffold_config[

@@ -5,7 +5,7 @@ from typing import Any, Dict, Optional, Union
 import tensorflow as tf
 import tf_keras
 
-from bert.data._io import AtomicSave
+from bert.io import AtomicSave
 from bert.features import ENCODER_INPUTS, PACKED_ENCODER_INPUTS
 from bert.layers._util import build_sublayer, initializer
 from bert.layers.self_attention_mask import SelfAttentionMask

@@ -1,6 +1,6 @@
 """Fine-tuning and pre-training tasks: data, losses, metrics, post-processing."""
 
-from bert.tasks.base import Task
+from bert.tasks.base import Task, build_task
 from bert.tasks.classification import ClassificationTask
 from bert.tasks.distillation import DistillationTask
 from bert.tasks.finetuning import FinetuningTask
@@ -12,4 +12,4 @@ from bert.tasks.token_classification import TokenClassificationTask
 
 __all__ = ["ClassificationTask", "DistillationTask", "FinetuningTask", "MultipleChoiceTask",
            "PretrainingTask", "QuestionAnsweringTask", "Task",
-           "TokenClassificationTask", "pretraining_losses", "pretraining_stats"]
+           "TokenClassificationTask", "build_task", "pretraining_losses", "pretraining_stats"]

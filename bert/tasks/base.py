@@ -12,6 +12,7 @@ as one worker with the same global batch.
 
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
+import gin
 import numpy as np
 import tensorflow as tf
 import tf_keras
@@ -149,3 +150,17 @@ def softmax_stats(logits: tf.Tensor, labels: tf.Tensor,
   n = tf.reduce_sum(weights)
   return dict(loss=(tf.reduce_sum(per_item * weights), n),
               accuracy=(tf.reduce_sum(correct * weights), n))
+
+
+@gin.configurable
+def build_task(task_class=None) -> Task:
+  """The task of a gin-configured run: `build_task.task_class = @PretrainingTask`
+  (its configs bound by concern, `EncoderSource.x = ...`: bert.tasks.configs)."""
+  if task_class is None:
+    raise ConfigError("build_task.task_class is not set (e.g. "
+                      "build_task.task_class = @ClassificationTask, or use "
+                      "--task)")
+  if not (isinstance(task_class, type) and issubclass(task_class, Task)):
+    raise ConfigError(f"build_task.task_class must be a task class, got "
+                      f"{task_class!r}")
+  return task_class()

@@ -33,7 +33,7 @@ import tensorflow as tf
 from bert import checkpoints
 from bert.config import BertConfig
 from bert.data import ner_data
-from bert.data._io import text_lines
+from bert.io import text_lines
 from bert.layers.token_masking import TokenMasking
 from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
@@ -141,7 +141,7 @@ class DistillationTask(Task):
                inputs: Optional[FinetuningInputs] = None,
                head: Optional[HeadConfig] = None,
                schedule: Optional[ScheduleConfig] = None):
-    from bert.training import trained_run  # pylint: disable=g-import-not-at-top
+    from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
     owner = "DistillationTask"
     for name, value in (("teacher", teacher), ("student", student)):
       if value is None:

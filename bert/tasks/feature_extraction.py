@@ -11,7 +11,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from bert.data._io import atomic_file, text_lines
+from bert.io import atomic_file, text_lines
 from bert.data.tokenization import Tokenizer
 from bert.validation import ConfigError
 

@@ -12,7 +12,7 @@ from typing import Callable, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
-from bert.data import _io
+from bert import io as _io
 from bert.data import finetuning_records as fr
 from bert.data._workers import worker_pool
 from bert.data.errors import DataError

@@ -2,7 +2,8 @@
 
 from bert.training.distribute import get_strategy, set_precision
 from bert.training.optimization import OptimizerConfig, build_optimizer
-from bert.training.run import RuntimeConfig, run_experiment, setup
+from bert.training.run import run_experiment
+from bert.training.runtime import RuntimeConfig, setup
 from bert.training.trainer import LossScaleCollapseError, NonFiniteLossError, Trainer
 
 __all__ = ["LossScaleCollapseError", "NonFiniteLossError", "OptimizerConfig", "RuntimeConfig", "Trainer",

@@ -23,7 +23,7 @@ from safetensors.numpy import load_file, save_file
 
 import corruption
 from bert import BertEncoder, checkpoints
-from bert.models.bert_pretrainer import build_pretraining_heads
+from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.serving import loader as serving_loader
 from conftest import small_config
 

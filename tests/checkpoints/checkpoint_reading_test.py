@@ -24,7 +24,7 @@ from bert import BertEncoder, checkpoints
 from bert.checkpoints import CheckpointError, CheckpointMismatchError
 from bert.checkpoints import loader, mapping
 from bert.checkpoints import tf1 as tf1_format
-from bert.models.bert_pretrainer import build_pretraining_heads
+from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
 from conftest import small_config
 

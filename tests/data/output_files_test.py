@@ -1,4 +1,4 @@
-"""Output files (`bert.data._io.atomic_file`, behind every command that
+"""Output files (`bert.io.atomic_file`, behind every command that
 writes one file) and the outputs of the commands: a write is whole or not
 at all (an error, a full disk, SIGKILL), a folder, device or pipe is never
 replaced by a file, a command never writes over what it reads, and every
@@ -18,7 +18,7 @@ from absl import flags as absl_flags
 import pytest
 
 from bert import BertEncoder, checkpoints, export
-from bert.data import _io
+from bert import io as _io
 from conftest import REPO_ROOT, small_config
 from output_checks import file_size_limit, one_line, unprivileged
 from output_checks import shared_tmp  # noqa: F401 pylint: disable=unused-import (a fixture)
@@ -144,7 +144,7 @@ import os, sys, time, types
 for name in ("bert", "bert.data"):
   sys.modules[name] = types.ModuleType(name)
   sys.modules[name].__path__ = [name.replace(".", os.sep)]
-from bert.data import _io
+from bert import io as _io
 with _io.atomic_file(sys.argv[1]) as f:
   f.write("half")
   f.flush()

@@ -1,4 +1,4 @@
-"""Output folders (`bert.data._io.atomic_folder`, under `bert.checkpoints.save`,
+"""Output folders (`bert.io.atomic_folder`, under `bert.checkpoints.save`,
 `bert.export`, `bert-create-finetuning-data`): only what the library wrote is
 ever replaced; environment errors are one line naming the path; the temp
 folders of a killed writer are removed by the next write, never a live one's.
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from bert import BertEncoder, checkpoints
-from bert.data import _io
+from bert import io as _io
 from bert.data.finetuning_records import FinetuningRecords
 from bert.tasks import ClassificationTask
 from bert.tasks.configs import (ClassificationData, EncoderSource,
@@ -203,7 +203,7 @@ import os, sys, time, types
 for name in ("bert", "bert.data"):
   sys.modules[name] = types.ModuleType(name)
   sys.modules[name].__path__ = [name.replace(".", os.sep)]
-from bert.data import _io
+from bert import io as _io
 with _io.atomic_folder(sys.argv[1], os.path.isdir, "x") as tmp:
   open(os.path.join(tmp, "half.bin"), "w").write("half")
   print("writing", flush=True)

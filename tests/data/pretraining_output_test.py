@@ -292,7 +292,7 @@ def test_workers_of_a_killed_writer_end_with_it(tmp_path):
         os.kill(pid, signal.SIGKILL)
   assert not alive, f"workers {alive} outlived their killed parent"
   # The killed run's temp folder: removed by the next write of the output.
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   left = [f for f in os.listdir(tmp_path) if f.startswith("records.tmp-")]
   assert len(left) == 1, os.listdir(tmp_path)
   with _io.atomic_folder(str(tmp_path / "records"), os.path.isdir, "x"):

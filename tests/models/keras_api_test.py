@@ -10,6 +10,7 @@ import tf_keras
 from bert import BertEncoder, checkpoints
 from bert.data import classification_data as cd
 from bert.data import ner_data
+from bert.models import load_encoder
 from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                          BertSpanLabeler, BertTokenClassifier)
 from conftest import minilm_dir, random_inputs, shared_data, small_config
@@ -135,7 +136,7 @@ def same_after_round_trips(model, x, tmp_path):
 
 
 def test_encoder_from_pretrained_carries_its_preprocessor():
-  encoder = BertEncoder.from_pretrained("all_minilm_l6_v2", seq_length=32)
+  encoder = load_encoder("all_minilm_l6_v2", seq_length=32)
   reference = checkpoints.load(minilm_dir()).encoder
   inputs = encoder.preprocessor(tf.constant(["A real sentence.", "Another"]))
   assert inputs["input_word_ids"].shape == (2, 32)

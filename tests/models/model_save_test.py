@@ -1,6 +1,6 @@
 """`save` and `save_weights` of the library's Keras models (issue 42: every
 public Keras entry point that writes) go through the library's output rules
-(`bert.data._output_keras`): a SavedModel folder through `atomic_folder`, a
+(`bert.io.output_keras`): a SavedModel folder through `atomic_folder`, a
 `.keras`/`.h5` file through `atomic_file`. A save is whole or not at all (an
 error, a full disk, a kill), a folder holding the user's files is never
 written into, and every refusal is one line naming the path.
@@ -58,7 +58,7 @@ def logits(m):
                                  BertPretrainer, Distiller, BertEncoder,
                                  EncoderScaffold])
 def test_every_model_of_the_library_saves_through_the_output_rules(cls):
-  from bert.data._io import AtomicSave  # pylint: disable=g-import-not-at-top
+  from bert.io import AtomicSave  # pylint: disable=g-import-not-at-top
   assert issubclass(cls, AtomicSave)
   assert cls.save is AtomicSave.save
   assert cls.save_weights is AtomicSave.save_weights
@@ -302,7 +302,7 @@ def test_atomic_file_can_keep_the_outputs_name_on_its_temp_file(tmp_path):
   """For a writer that goes by the name's suffix (Keras' `.keras`): the
   temp file is `<output>.tmp-<host>-<pid>-<random>/<output's name>`, and
   `f.name` is its path, which a writer opening files by name writes."""
-  from bert.data import _io  # pylint: disable=g-import-not-at-top
+  from bert import io as _io  # pylint: disable=g-import-not-at-top
   out = tmp_path / "m.keras"
   out.write_text("old")
   os.chmod(out, 0o640)

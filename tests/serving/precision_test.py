@@ -10,7 +10,8 @@ import tensorflow as tf
 from bert import BertEncoder, export
 from bert.data import classification_data as cd
 from bert.models import BertClassifier, BertTokenClassifier
-from bert.serving import cpu, gate, loader, tflite
+from bert import hardware as cpu
+from bert.serving import gate, loader, tflite
 from conftest import minilm_dir, shared_data, small_config
 
 

@@ -15,8 +15,9 @@ from bert import checkpoints
 from bert.networks.bert_encoder import BertEncoder
 from bert.tasks import ClassificationTask, DistillationTask, objectives
 from bert.tasks.configs import DistillationConfig, FinetuningInputs
-from bert.training import RuntimeConfig, run_experiment, trained_run
-from bert.training.run import build_task
+from bert.tasks import trained_run
+from bert.training import RuntimeConfig, run_experiment
+from bert.tasks import build_task
 from bert.validation import ConfigError
 from conftest import (PRETRAIN_SEQ, small_config, tiny_pretraining_config,
                       write_run)

@@ -11,7 +11,7 @@ import pytest
 from bert import configs as bundled
 from bert.tasks import ClassificationTask, PretrainingTask
 from bert.tasks import configs as tc
-from bert.training.run import build_task
+from bert.tasks import build_task
 from bert.validation import ConfigError
 from conftest import minilm_dir, small_config
 

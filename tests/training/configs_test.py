@@ -12,7 +12,7 @@ from bert import BertConfig
 from bert import configs
 from bert.tasks import PretrainingTask  # registers the tasks with gin
 from bert.training import OptimizerConfig, RuntimeConfig
-from bert.training.run import build_task
+from bert.tasks import build_task
 from conftest import REPO_ROOT, minilm_dir
 
 CONFIG_DIR = os.path.dirname(configs.__file__)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 import corruption
-from bert.training import trained_run
+from bert.tasks import trained_run
 from run_checkpoint_test import _pretraining_run
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from bert import checkpoints
 from bert.checkpoints import CheckpointError
-from bert.training import trained_run
+from bert.tasks import trained_run
 from bert.validation import ConfigError
 from conftest import write_run
 from run_checkpoint_test import _pretraining_run
@@ -247,7 +247,7 @@ class _Predicting:
 
 
 def test_predictions_replace_only_files_and_leave_no_scratch(tmp_path):
-  from bert.training import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
+  from bert.checkpoints import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path / "run"
   (model_dir / ".predict-left_by_a_killed_run").mkdir(parents=True)
   (model_dir / "test_results.tsv").write_text("old\n")

@@ -21,11 +21,14 @@ import tensorflow as tf
 
 # Imported for its gin registrations too: the run's config names task classes.
 from bert import tasks
+from bert.tasks.base import build_task
+from bert import checkpoints
+from bert import networks
 from bert.checkpoints import CheckpointError
-from bert.data import _io
+from bert.errors import DataError
+from bert import io as _io
 from bert.errors import UserError
-from bert.training import model_dir as model_dir_lib
-from bert.training import run
+from bert.checkpoints import model_dir as model_dir_lib
 from bert.validation import ConfigError, error_type, gin_error_line
 
 RUN_CONFIG = model_dir_lib.RUN_CONFIG
@@ -72,7 +75,7 @@ def load_trained_run(model_dir: str, log_fn=logging.warning) -> TrainedRun:
     except (ValueError, TypeError, SyntaxError, tokenize.TokenError) as e:
       raise ConfigError(f"{config}: {gin_error_line(e)}") from None
     try:
-      task = run.build_task()
+      task = build_task()
     except (UserError, OSError) as e:
       # Named with the config it came from, on one line (gin appends where
       # the call was on lines of its own).
@@ -100,6 +103,32 @@ def load_trained_run(model_dir: str, log_fn=logging.warning) -> TrainedRun:
   raise CheckpointError(f"{model_dir}: no readable checkpoint (each of "
                         f"{', '.join(os.path.basename(c) for c in candidates)}"
                         " is truncated or corrupt)")
+
+
+def run_checkpoint(folder: str, with_heads: bool = False):
+  """A `bert-train` model_dir's encoder, rebuilt and restored as the run
+  left it, as a `BertCheckpoint` (the "run" format of `bert.checkpoints.load`,
+  registered by the front door, bert/__init__.py)."""
+  try:
+    task, model = load_trained_task(folder)
+  except (FileNotFoundError, ConfigError, DataError) as e:
+    raise CheckpointError(f"{folder}: a bert-train run that cannot be "
+                          f"loaded: {e}") from None
+  encoder = getattr(model, "encoder", None)
+  if not isinstance(encoder, networks.BertEncoder):
+    raise CheckpointError(f"{folder}: the run's {type(model).__name__} has no "
+                          "BertEncoder")
+  result = checkpoints.BertCheckpoint(config=encoder.config, encoder=encoder,
+                          vocab_file=task.vocab_file,
+                          do_lower_case=task.do_lower_case, format="run")
+  heads = [getattr(model, name, None) for name in ("masked_lm", "next_sentence")]
+  if with_heads and all(h is not None for h in heads):
+    result.masked_lm, result.next_sentence = heads
+  kept = {id(w) for part in (encoder, result.masked_lm, result.next_sentence)
+          if part is not None for w in part.weights}
+  result.ignored_variables = sorted(
+      {w.name for w in model.weights if id(w) not in kept})
+  return result
 
 
 def read_run_config(path: str) -> str:

@@ -31,7 +31,7 @@ from typing import Callable, Iterator, Optional, Set, Type
 
 from absl import logging
 
-from bert.data._output_record import (RECORD, cannot_write_in,
+from bert.io.output_record import (RECORD, cannot_write_in,
                                       check_parent, delete_recorded,
                                       disk_error, os_error, output_path,
                                       read_record, remove_leftovers,

@@ -23,7 +23,7 @@ import stat
 import tempfile
 from typing import IO, Dict, Iterable, Iterator, Optional, Tuple, Union
 
-from bert.data._output_record import (cannot_write_in, check_parent,
+from bert.io.output_record import (cannot_write_in, check_parent,
                                       disk_error, os_error, output_path,
                                       remove_leftovers, sync_folder,
                                       this_host, write_failed)

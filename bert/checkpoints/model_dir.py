@@ -12,7 +12,7 @@ from typing import Iterator, List, Optional
 import tensorflow as tf
 
 from bert.checkpoints.errors import CheckpointError
-from bert.data import _io
+from bert import io as _io
 
 
 def check_writable(model_dir: str) -> None:

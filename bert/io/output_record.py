@@ -1,6 +1,6 @@
 """What the library wrote in an output folder (its record), the folders and
 files a killed writer left beside an output, and the checks of an output's
-path (`bert.data._output_folder` and `_output_file` use them).
+path (`bert.io.output_folder` and `_output_file` use them).
 
 The record (`RECORD`, written last into every output folder) lists every
 file and folder the library wrote there; nothing it does not list is ever

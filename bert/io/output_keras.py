@@ -25,9 +25,9 @@ import os
 import shutil
 import tempfile
 
-from bert.data._output_file import atomic_file, check_output_file
-from bert.data._output_folder import atomic_folder
-from bert.data._output_record import (cannot_write_in, disk_error,
+from bert.io.output_file import atomic_file, check_output_file
+from bert.io.output_folder import atomic_folder
+from bert.io.output_record import (cannot_write_in, disk_error,
                                       output_path, remove_leftovers,
                                       sync_folder, sync_tree, this_host,
                                       write_failed)
@@ -39,13 +39,13 @@ class AtomicSave:
 
   def save(self, filepath, overwrite=True, save_format=None, **kwargs):
     """Keras `save` (a SavedModel folder, `.keras` or `.h5`), written whole
-    or not at all (see `bert.data._output_keras`)."""
+    or not at all (see `bert.io.output_keras`)."""
     save_model(super().save, filepath, overwrite, save_format, **kwargs)
 
   def save_weights(self, filepath, overwrite=True, save_format=None,
                    options=None):
     """Keras `save_weights` (`.weights.h5`, `.h5`, or TensorFlow format),
-    written whole or not at all (see `bert.data._output_keras`)."""
+    written whole or not at all (see `bert.io.output_keras`)."""
     save_weights(super().save_weights, filepath, overwrite, save_format,
                  options=options)
 

@@ -7,16 +7,16 @@ from typing import Iterator, Tuple
 
 # Output files and folders: written atomically (a failed or killed write
 # leaves the previous one); a folder replaces only the library's files.
-from bert.data._output_file import (  # noqa: F401 pylint: disable=unused-import
+from bert.io.output_file import (  # noqa: F401 pylint: disable=unused-import
     atomic_file, check_not_an_input, check_output_file)
-from bert.data._output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
+from bert.io.output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
 # The library's Keras models: `save` and `save_weights` through these.
-from bert.data._output_keras import AtomicSave  # noqa: F401 pylint: disable=unused-import
+from bert.io.output_keras import AtomicSave  # noqa: F401 pylint: disable=unused-import
 # For writers outside these (a training run's checkpoints): whether an
 # exception is a full disk, and its one-line error naming the output.
-from bert.data._output_record import (  # noqa: F401 pylint: disable=unused-import
+from bert.io.output_record import (  # noqa: F401 pylint: disable=unused-import
     disk_error, write_failed)
-from bert.data.errors import DataError
+from bert.errors import DataError
 
 
 def present(path: str) -> bool:

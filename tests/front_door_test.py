@@ -1,0 +1,49 @@
+"""`import bert` is cheap and changes only what the README's first screen says
+(TF_ENABLE_ONEDNN_OPTS, unless set); the names of the top level and of
+`bert.models` load on first use."""
+
+import json
+import os
+import subprocess
+import sys
+
+_PROBE = r"""
+import json, os, sys
+before = dict(os.environ)
+import bert
+loaded = sorted(m for m in ("tensorflow", "tf_keras", "gin", "orbit",
+                            "bert.models", "bert.tasks", "bert.training")
+                if m in sys.modules)
+changed = sorted(k for k in set(before) | set(os.environ)
+                 if before.get(k) != os.environ.get(k))
+encoder_class = bert.BertEncoder.__name__
+after_use = sorted(m for m in ("tensorflow", "bert.networks") if m in sys.modules)
+print(json.dumps(dict(loaded=loaded, changed=changed, after_use=after_use,
+                      encoder_class=encoder_class)))
+"""
+
+
+def _probe(argv0_env=None):
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL")}
+  out = subprocess.run([sys.executable, "-c", _PROBE], env=env, check=True,
+                       capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(__file__)))
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_import_bert_loads_nothing_heavy_and_changes_one_switch():
+  seen = _probe()
+  assert seen["loaded"] == []
+  assert seen["changed"] == ["TF_ENABLE_ONEDNN_OPTS"]
+  # Negative control: using a name does load what it needs.
+  assert seen["encoder_class"] == "BertEncoder"
+  assert seen["after_use"] == ["bert.networks", "tensorflow"]
+
+
+def test_bert_models_exports_what_a_new_head_needs():
+  import bert.models as models  # pylint: disable=g-import-not-at-top
+  for name in ("EncoderModel", "BertPreprocessor", "Distiller",
+               "TextClassifierPreprocessor", "load_encoder", "per_example"):
+    assert name in models.__all__ and hasattr(models, name), name
+  assert set(models.__all__) <= set(dir(models))
