@@ -122,10 +122,10 @@ def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
 
 
 def check_precision(precision: str) -> str:
-  if precision not in PRECISIONS + ("auto",):
-    raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} or "
-                     f"auto, got {precision!r}")
-  return precision
+  """`precision` as an export precision (auto, fp32, bf16, int8; earlier
+  names read as theirs); a ConfigError otherwise."""
+  return precision_lib.canonical(precision, "precision",
+                                 ("auto",) + PRECISIONS)
 
 
 def _in_memory(module: ServingModule, network=None) -> StagedServing:
@@ -155,7 +155,7 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   and refused (AccuracyGateError, nothing written) when it drops more than
   the gate allows. Returns the manifest written (with the gate's figures).
   """
-  check_precision(precision)
+  precision = check_precision(precision)
   fp32 = make_module(model)
   module, blob = fp32, None
   candidate = None            # builds the reduced-precision serving callable

@@ -27,9 +27,38 @@ import os
 from typing import FrozenSet, Optional, Tuple
 
 from bert import hardware
+from bert.validation import ConfigError
 
-POLICIES = ("float32", "mixed_float16", "mixed_bfloat16")
-CHOICES = POLICIES + ("auto",)
+# The one vocabulary of precisions: training (`RuntimeConfig.mixed_precision`,
+# `--mixed_precision`), `from_pretrained(precision=)` and export
+# (`--precision`) all take these names, mapped here once.
+NAMES = ("fp32", "bf16", "fp16", "int8")
+CHOICES = ("auto",) + NAMES
+TRAINING = ("fp32", "bf16", "fp16")   # what a model computes in
+SERVING = ("fp32", "bf16", "int8")    # what an export runs in
+# The tf_keras policy each training precision computes in.
+POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+POLICIES = tuple(POLICY.values())
+# The names of earlier releases (tf_keras policy names) still read, so that
+# saved operative_config.gin files and scripts keep working.
+_FORMER = {policy: name for name, policy in POLICY.items()}
+
+
+def canonical(value, owner: str = "precision", allowed=CHOICES) -> str:
+  """`value` as one of `allowed` (a name of this vocabulary, or an earlier
+  name of one); a ConfigError naming `owner` and the choices otherwise."""
+  name = _FORMER.get(value, value) if isinstance(value, str) else value
+  if name in allowed:
+    return name
+  why = ""
+  if name in NAMES:
+    why = (" (int8 is a serving precision: train in fp32 or bf16, export with "
+           "--precision=int8)" if name == "int8" else
+           f" ({name} is not an export precision)")
+  raise ConfigError(f"{owner} must be one of {', '.join(allowed)}{why}; got "
+                    f"{value!r}")
+
+
 # Whether XLA makes a policy's train step faster on a CPU (bench/run.py;
 # bench/RESULTS.md: fp32 XLA >= fp32; RESULTS_BF16.md: bf16 XLA < fp32 XLA
 # < bf16 through oneDNN).
@@ -47,6 +76,11 @@ class PrecisionChoice:
   @property
   def bf16(self) -> bool:
     return self.policy == "mixed_bfloat16"
+
+  @property
+  def name(self) -> str:
+    """The precision's name (fp32, bf16, fp16)."""
+    return _FORMER[self.policy]
 
   def describe(self) -> str:
     """The log line: e.g. "precision: mixed_bfloat16, XLA off (auto: ...)"."""
@@ -105,14 +139,12 @@ def choose(requested: str = "auto", jit_compile: Optional[bool] = None, *,
   True/False: as given. `cpu_flags`, `onednn`, `gpu` (a compute
   capability, or None for no GPU) replace what is detected.
   """
-  if requested not in CHOICES:
-    raise ValueError(f"mixed_precision must be one of {', '.join(CHOICES)}; "
-                     f"got {requested!r}")
+  requested = canonical(requested, "mixed_precision", ("auto",) + TRAINING)
   if jit_compile is not None and not isinstance(jit_compile, bool):
     raise ValueError(f"jit_compile must be True, False or None; got "
                      f"{jit_compile!r}")
   if requested != "auto":
-    return PrecisionChoice(requested, bool(jit_compile), "as configured")
+    return PrecisionChoice(POLICY[requested], bool(jit_compile), "as configured")
   capability = gpu_capability() if gpu == "detect" else gpu
   policy, reason = _auto_policy(cpu_flags,
                                 onednn_enabled() if onednn is None else onednn,
@@ -133,11 +165,12 @@ class policy_scope:  # pylint: disable=invalid-name
   """Keras layers built inside take `policy` (restored on exit): a layer's
   compute dtype is fixed when it is built."""
 
-  def __init__(self, policy: str):
-    if policy not in POLICIES:
-      raise ValueError(f"policy must be one of {', '.join(POLICIES)}; got "
-                       f"{policy!r}")
-    self.policy = policy
+  def __init__(self, precision: str):
+    # A training precision, or the tf_keras policy it maps to.
+    self.policy = POLICY.get(precision, precision)
+    if self.policy not in POLICIES:
+      raise ValueError(f"policy must be one of {', '.join(TRAINING)}; got "
+                       f"{precision!r}")
     self._previous = None
 
   def __enter__(self):

@@ -47,9 +47,11 @@ flags.DEFINE_enum("strategy", None, ["auto", "one_device", "mirrored",
                   "TF_CONFIG); overrides RuntimeConfig.strategy.")
 flags.DEFINE_string("tpu", None, "TPU name or address for --strategy=tpu.")
 flags.DEFINE_enum("mixed_precision", None,
-                  ["auto", "float32", "mixed_float16", "mixed_bfloat16"],
-                  "Precision policy (auto: bf16 where the CPU or GPU runs it "
-                  "fast, else fp32, with XLA by what is faster); overrides "
+                  ["auto", "fp32", "bf16", "fp16",
+                   # earlier names, still read
+                   "float32", "mixed_float16", "mixed_bfloat16"],
+                  "Precision (auto: bf16 where the CPU or GPU runs it fast, "
+                  "else fp32, with XLA by what is faster); overrides "
                   "RuntimeConfig.mixed_precision.")
 flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step; "
                   "overrides RuntimeConfig.jit_compile (default: off, or what "

@@ -47,8 +47,28 @@ def test_explicit_settings_win():
   assert "XLA on as configured" in forced.reason
   off = precision.choose("auto", False, cpu_flags=ZEN3, onednn=True, gpu=None)
   assert (off.policy, off.jit_compile) == ("float32", False)
-  with pytest.raises(ValueError, match="mixed_precision must be one of.*'bf16'"):
-    precision.choose("bf16")
+  with pytest.raises(ValueError, match="mixed_precision must be one of.*'bfloat16'"):
+    precision.choose("bfloat16")
+  with pytest.raises(ValueError, match="int8 is a serving precision"):
+    precision.choose("int8")
+
+
+@pytest.mark.parametrize("name,former,policy", [
+    ("fp32", "float32", "float32"), ("bf16", "mixed_bfloat16", "mixed_bfloat16"),
+    ("fp16", "mixed_float16", "mixed_float16")])
+def test_one_vocabulary_of_precisions_and_earlier_names_still_read(
+    name, former, policy):
+  from bert import export  # pylint: disable=g-import-not-at-top
+  from bert.training import RuntimeConfig  # pylint: disable=g-import-not-at-top
+  for given in (name, former):
+    choice = precision.choose(given, gpu=None)
+    assert (choice.policy, choice.name) == (policy, name)
+    assert RuntimeConfig(mixed_precision=given).mixed_precision == name
+  if name != "fp16":
+    assert export.check_precision(former) == name
+  else:
+    with pytest.raises(ValueError, match="fp16 is not an export precision"):
+      export.check_precision(name)
   with pytest.raises(ValueError, match="jit_compile must be True, False or None"):
     precision.choose("auto", "yes")
 

@@ -142,7 +142,7 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
   @classmethod
   def from_pretrained(cls, source, *, seq_length: Optional[int] = None,
                       labels=None, lower_case=None, preprocessor_args=None,
-                      precision: str = "float32", **head_args):
+                      precision: str = "fp32", **head_args):
     """This model on a pretrained encoder, with its `preprocessor`.
 
     Args:
@@ -155,8 +155,8 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
       lower_case: overrides the checkpoint's casing (when it states none).
       preprocessor_args: more arguments of the preprocessor (e.g. the span
         labeler's `doc_stride`, `max_answer_length`, `version_2`).
-      precision: the Keras policy the model computes in (`float32`,
-        `mixed_bfloat16`, `mixed_float16`), or "auto": bf16 where the CPU
+      precision: what the model computes in (`fp32`, `bf16`, `fp16`; the
+        `bert.precision` vocabulary), or "auto": bf16 where the CPU
         (AVX512_BF16/AMX with oneDNN) or GPU runs it fast, else fp32
         (`bert.precision.choose`; logged, and kept as `precision_choice`
         with the reason). `compile` then XLA-compiles `fit` when that

@@ -12,7 +12,7 @@ from bert.models.preprocessors import TextClassifierPreprocessor
 
 
 def load_pretrained(source: str, build: Callable, *, owner: str,
-                    precision: str = "float32", with_heads: bool = False
+                    precision: str = "fp32", with_heads: bool = False
                     ) -> Tuple[object, object]:
   """(checkpoint, built): `source` loaded (`bert.checkpoints.load`: a folder
   of any format it reads, or a preset name) and `build(checkpoint)`, both in
@@ -29,7 +29,7 @@ def load_pretrained(source: str, build: Callable, *, owner: str,
 
 
 def load_encoder(source: str, *, seq_length: int = 128,
-                 precision: str = "float32"):
+                 precision: str = "fp32"):
   """The `BertEncoder` of `source` with its weights, and
   `encoder.preprocessor`: strings (or a pair of string tensors) -> its
   inputs, with the checkpoint's vocabulary and casing:

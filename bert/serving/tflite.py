@@ -19,7 +19,9 @@ from typing import Dict, List, Tuple
 import numpy as np
 import tensorflow as tf
 
-PRECISIONS = ("fp32", "bf16", "int8")
+from bert import precision as precision_lib
+
+PRECISIONS = precision_lib.SERVING
 
 # What one interpreter call costs beyond its tokens, in tokens of compute
 # (MiniLM, 2 threads, Zen 5: see bench/SERVING.md).

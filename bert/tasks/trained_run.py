@@ -205,7 +205,7 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
   (its `kind`, `precision`, the gate's figures); a `kind` given that the run
   is not is an error, before anything is written."""
   from bert import export  # pylint: disable=g-import-not-at-top
-  export.check_precision(precision)
+  precision = export.check_precision(precision)
   task, model = load_trained_task(model_dir)
   kinds = ((tasks.ClassificationTask, "classifier"),
            (tasks.TokenClassificationTask, "tagger"),

@@ -10,7 +10,6 @@ import tf_keras
 from bert import precision
 
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = precision.POLICIES
 
 
 def get_strategy(name: str = "auto", tpu: Optional[str] = None,
@@ -56,9 +55,12 @@ def get_strategy(name: str = "auto", tpu: Optional[str] = None,
 
 
 def set_precision(policy: str) -> None:
-  """Sets the global tf_keras mixed-precision policy (one of PRECISIONS)."""
-  if policy not in PRECISIONS:
-    raise ValueError(f"mixed_precision must be one of {PRECISIONS}, got {policy!r}")
+  """Sets the global tf_keras mixed-precision policy (a training precision,
+  fp32/bf16/fp16, or its tf_keras policy name)."""
+  policy = precision.POLICY.get(policy, policy)
+  if policy not in precision.POLICIES:
+    raise ValueError(f"mixed_precision must be one of "
+                     f"{', '.join(precision.TRAINING)}, got {policy!r}")
   tf_keras.mixed_precision.set_global_policy(policy)
 
 

@@ -32,7 +32,7 @@ class RuntimeConfig:
   tpu: Optional[str] = None
   # "auto": bf16 where the hardware runs it fast, else fp32, and XLA by
   # what is faster for that precision (`bert.precision.choose`).
-  mixed_precision: str = "float32"
+  mixed_precision: str = "fp32"   # auto, fp32, bf16, fp16
   jit_compile: Optional[bool] = None  # None: off, or auto's choice
   seed: Optional[int] = 42
   deterministic: bool = False         # tf.config op determinism (slower)
@@ -54,8 +54,10 @@ class RuntimeConfig:
                         f"for the whole eval set; got {self.eval_steps!r}")
     check_choice(owner, "strategy", self.strategy, distribute.STRATEGIES)
     check_str(owner, "tpu", self.tpu, optional=True)
-    check_choice(owner, "mixed_precision", self.mixed_precision,
-                 precision_lib.CHOICES)
+    # Earlier names (mixed_bfloat16, ...) read as their fp32/bf16/fp16 names.
+    self.mixed_precision = precision_lib.canonical(
+        self.mixed_precision, f"{owner}.mixed_precision",
+        ("auto",) + precision_lib.TRAINING)
     if self.jit_compile is not None:
       check_bool(owner, "jit_compile", self.jit_compile)
     check_int(owner, "seed", self.seed, minimum=0, optional=True)
