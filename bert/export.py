@@ -19,7 +19,8 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
   context), `score`, `start`/`end` (UTF-8 byte offsets in the context); the
   best span over every `doc_stride` window, as `predict` finds it.
 - `export_tagger`: `text` -> `words` (whitespace-split) and `tags`, both
-  [batch, max words] padded with ""; words past the sequence length get "".
+  [batch, max words] padded with ""; a sentence longer than the sequence is
+  cut into several rows at word boundaries, as `predict` cuts it.
 
 The three serving exports (`bert.serving`) have a `serving_default`
 signature on raw strings and one per stage (`preprocess`, `network`,

@@ -249,7 +249,10 @@ def test_tagger_serving_matches_word_predictions(tmp_path):
       vocab_size=30522, max_position_embeddings=64)), len(labels))
   path = str(tmp_path / "tagger")
   export.export_tagger(model, path, vocab(), True, 64, labels)
-  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", ""]
+  # Past the 64 pieces of a row: a sentence of 3 rows, a word of 80 pieces
+  # (cut to a row's 62). Every word is tagged, as predict tags it.
+  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", "",
+           " ".join(["xylophonists visited Zürich"] * 20), "a " + "x," * 40 + " b"]
   got = run_without_bert(f"""
       import json
       import tensorflow as tf, tensorflow_text
@@ -258,13 +261,16 @@ def test_tagger_serving_matches_word_predictions(tmp_path):
       print(json.dumps(dict(words=[[w.decode() for w in row] for row in r["words"].numpy()],
                             tags=[[t.decode() for t in row] for row in r["tags"].numpy()])))
   """)
-  sentences = [ner_data.Sentence(t.split(), None, 1) for t in texts if t.split()]
+  kept = [i for i, t in enumerate(texts) if t.split()]
+  sentences = [ner_data.Sentence(texts[i].split(), None, 1) for i in kept]
   features = ner_data.encode_sentences(sentences, Tokenizer(vocab()), 64)
+  assert np.bincount(features["sentence_id"]).tolist() == [1, 1, 3, 3]
   predicted = model({k: tf.constant(features[k]) for k in
                      ("input_word_ids", "input_mask", "input_type_ids")},
                     training=False)["logits"].numpy().argmax(-1)
   expected = ner_data.word_predictions(sentences, features, predicted, labels)
-  for row, sentence, tags in zip(got["tags"], sentences, expected):
+  for row, sentence, tags in zip([got["tags"][i] for i in kept], sentences,
+                                 expected):
     n = len(sentence.words)
     assert row[:n] == tags and all(t == "" for t in row[n:])
   assert got["words"][0][:5] == texts[0].split()
