@@ -239,10 +239,10 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
     precision, gate: see `write_serving`.
     length_buckets: the lengths a batch is cut to (default: the library's).
   """
-  if settings:
-    raise TypeError(f"export_span_labeler: {', '.join(sorted(settings))} "
-                    "are given as one squad=SquadConfig(...) "
-                    "(bert.data.squad_config)")
+  if settings or not isinstance(squad, SquadConfig):
+    given = ", ".join(sorted(settings)) or f"squad={squad!r}"
+    raise TypeError(f"export_span_labeler: {given}: the settings are one "
+                    "squad=SquadConfig(...) (bert.data.squad_config)")
   from bert.serving.span_labeler import SpanServing  # pylint: disable=g-import-not-at-top
   buckets = _buckets(length_buckets, squad.seq_length)
   return write_serving(

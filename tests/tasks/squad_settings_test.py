@@ -79,7 +79,11 @@ def test_preprocessor_takes_the_object_or_its_fields_and_saves_them():
 
 
 def test_export_names_the_object_for_loose_settings():
-  with pytest.raises(TypeError, match=r"doc_stride, seq_length are given as "
-                     r"one squad=SquadConfig\(...\)"):
+  with pytest.raises(TypeError, match=r"doc_stride, seq_length: the settings "
+                     r"are one squad=SquadConfig\(...\)"):
     export.export_span_labeler(None, "unused", VOCAB, True, SquadConfig(),
                                seq_length=64, doc_stride=16)
+  # The old positional seq_length.
+  with pytest.raises(TypeError, match=r"squad=384: the settings are one "
+                     r"squad=SquadConfig"):
+    export.export_span_labeler(None, "unused", VOCAB, True, 384)
