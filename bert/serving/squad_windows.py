@@ -159,7 +159,7 @@ def best_spans(start_logits, end_logits, windows: Dict[str, tf.Tensor],
   Returns:
     int32 [q] `piece_start`, `piece_end` (inclusive, indices into the
     question's context pieces), float32 [q] `score` (start + end logit),
-    bool [q] `found` (False: no span qualifies; the other outputs are 0),
+    bool [q] `found` (False: no span qualifies; the three above are 0),
     float32 [q] `null_score` (the least [CLS] start + end logit over the
     question's windows, SQuAD 2.0's null score) and bool [q] `answered`:
     the span is the answer (`postprocess`' prediction), else it is "".
