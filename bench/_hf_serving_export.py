@@ -38,6 +38,13 @@ class ExportError(Exception):
   pass
 
 
+def _squad_fields(pre) -> dict:
+  """The span labeler's window and answer settings (none for other kinds)."""
+  squad = getattr(pre, "squad", None)
+  names = ("max_query_length", "doc_stride", "max_answer_length", "n_best_size")
+  return {n: getattr(squad, n) if squad is not None else None for n in names}
+
+
 def _kind(model):
   from bert.models import (BertClassifier, BertSpanLabeler,  # pylint: disable=g-import-not-at-top
                            BertTokenClassifier)
@@ -183,10 +190,7 @@ def export(model_dir, output):
     with open(os.path.join(tmp, "bench_export.json"), "w", encoding="utf-8") as f:
       json.dump(dict(model_dir=os.path.abspath(model_dir), kind=kind,
                      seq_length=pre.seq_length, max_abs_logit_diff=diff,
-                     max_query_length=getattr(pre, "max_query_length", None),
-                     doc_stride=getattr(pre, "doc_stride", None),
-                     max_answer_length=getattr(pre, "max_answer_length", None),
-                     n_best_size=getattr(pre, "n_best_size", None)), f, indent=2)
+                     **_squad_fields(pre)), f, indent=2)
     if os.path.isdir(output):
       shutil.rmtree(output)
     os.rename(tmp, output)

@@ -39,6 +39,7 @@ def prepare(folder, squad_questions):
   """Encodes the three dev sets with our tokenizer (the same rows for both
   implementations) into FOLDER/NAME.npz; returns {name: (path, rows, seq)}."""
   from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
+  from bert.data.squad_config import SquadConfig  # pylint: disable=g-import-not-at-top
   from bert.data.squad_examples import encode_examples, read_squad  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   data = shared_data_dir()
@@ -52,8 +53,9 @@ def prepare(folder, squad_questions):
     arrays["label"] = np.array([int(e.label) for e in examples], np.int32)
     out[name] = arrays
   questions = read_squad(os.path.join(data, "squad", "dev-v1.1.json"))
-  arrays, _ = encode_examples(questions[:squad_questions], tokenizer, 384, 128,
-                              64, training=False)
+  # SquadConfig's defaults: 384-piece windows, stride 128, questions of <= 64.
+  arrays, _ = encode_examples(questions[:squad_questions], tokenizer,
+                              SquadConfig(), training=False)
   arrays = {k: arrays[k] for k in ("input_word_ids", "input_mask", "input_type_ids")}
   arrays["label"] = np.zeros(len(arrays["input_mask"]), np.int32)
   out["squad"] = arrays

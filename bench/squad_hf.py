@@ -17,6 +17,7 @@ import torch
 import transformers
 
 from bench import _torch_recipe
+from bert.data.squad_config import SquadConfig
 from bert.data.squad_examples import (
     article_titles, encode_examples, read_squad, split_articles)
 from bert.data.squad_eval import postprocess, squad_metrics
@@ -38,10 +39,10 @@ def main():
   tokenizer = Tokenizer(os.path.join(args.model, "vocab.txt"), lower_case=True)
   train = read_squad(path, train_titles)
   held_out = read_squad(path, eval_titles)
-  f_train, _ = encode_examples(train, tokenizer, args.seq_length,
-                               args.doc_stride, args.max_query_length, True)
-  f_eval, meta = encode_examples(held_out, tokenizer, args.seq_length,
-                                 args.doc_stride, args.max_query_length, False)
+  squad = SquadConfig(seq_length=args.seq_length, doc_stride=args.doc_stride,
+                      max_query_length=args.max_query_length)
+  f_train, _ = encode_examples(train, tokenizer, squad, True)
+  f_eval, meta = encode_examples(held_out, tokenizer, squad, False)
   as_t = lambda f, k: torch.tensor(f[k], dtype=torch.long)
   model = transformers.BertForQuestionAnswering.from_pretrained(
       args.model, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -71,7 +72,7 @@ def main():
       attention_mask=as_t(f_eval, "input_mask"),
       token_type_ids=as_t(f_eval, "input_type_ids")))
   predictions, _, _ = postprocess(held_out, meta, logits["start_logits"],
-                                  logits["end_logits"])
+                                  logits["end_logits"], squad)
   result = squad_metrics(held_out, predictions)
   result.update(task="squad_v1", train_questions=len(train),
                 eval_questions=len(held_out), steps=steps,

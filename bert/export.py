@@ -19,7 +19,8 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
   context), `score`, `start`/`end` (UTF-8 byte offsets in the context); the
   best span over every `doc_stride` window, as `predict` finds it.
 - `export_tagger`: `text` -> `words` (whitespace-split) and `tags`, both
-  [batch, max words] padded with ""; words past the sequence length get "".
+  [batch, max words] padded with ""; a sentence longer than the sequence is
+  cut into several rows at word boundaries, as `predict` cuts it.
 
 The three serving exports (`bert.serving`) have a `serving_default`
 signature on raw strings and one per stage (`preprocess`, `network`,
@@ -42,6 +43,7 @@ import tf_keras
 from bert import precision as precision_lib
 from bert.data import length_buckets as lb
 from bert.io import atomic_folder
+from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
 from bert.networks.bert_preprocessor import make_preprocessor
 from bert import hardware as cpu
@@ -225,18 +227,26 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
 
 
 def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
-                        seq_length: int = 384, max_query_length: int = 64,
-                        max_answer_length: int = 30, doc_stride: int = 128,
-                        n_best_size: int = 20, precision: str = "fp32",
+                        squad: SquadConfig, precision: str = "fp32",
                         length_buckets: Optional[Sequence[int]] = None,
-                        gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
-  """Writes a serving SavedModel of a fine-tuned BertSpanLabeler."""
+                        gate: Optional[AccuracyGate] = None,
+                        **settings) -> Dict[str, Any]:
+  """Writes a serving SavedModel of a fine-tuned BertSpanLabeler.
+
+  Args:
+    squad: the windows and answer search (the model's preprocessor's
+      `squad`, what training and `predict` used).
+    precision, gate: see `write_serving`.
+    length_buckets: the lengths a batch is cut to (default: the library's).
+  """
+  if settings or not isinstance(squad, SquadConfig):
+    given = ", ".join(sorted(settings)) or f"squad={squad!r}"
+    raise TypeError(f"export_span_labeler: {given}: the settings are one "
+                    "squad=SquadConfig(...) (bert.data.squad_config)")
   from bert.serving.span_labeler import SpanServing  # pylint: disable=g-import-not-at-top
-  buckets = _buckets(length_buckets, seq_length)
+  buckets = _buckets(length_buckets, squad.seq_length)
   return write_serving(
-      lambda m: SpanServing(m, vocab_file, lower_case, seq_length,
-                            max_query_length, max_answer_length, doc_stride,
-                            buckets, n_best_size),
+      lambda m: SpanServing(m, vocab_file, lower_case, squad, buckets),
       model, path, "span_labeler", precision, gate)
 
 

@@ -196,6 +196,7 @@ def test_cli_int8_export_of_a_trained_run_goes_through_the_gate(tmp_path):
 
 
 def test_span_labeler_serving_matches_postprocessing(tmp_path):
+  from bert.data.squad_config import SquadConfig  # pylint: disable=g-import-not-at-top
   from bert.data.squad_examples import SquadExample, encode_examples  # pylint: disable=g-import-not-at-top
   from bert.data.squad_eval import postprocess  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
@@ -203,9 +204,9 @@ def test_span_labeler_serving_matches_postprocessing(tmp_path):
   model = BertSpanLabeler(BertEncoder(small_config(vocab_size=30522,
                                                    max_position_embeddings=64)))
   path = str(tmp_path / "span")
-  export.export_span_labeler(model, path, vocab(), True, seq_length=64,
-                             max_query_length=16, max_answer_length=5,
-                             doc_stride=16)
+  squad = SquadConfig(seq_length=64, max_query_length=16, max_answer_length=5,
+                      doc_stride=16)
+  export.export_span_labeler(model, path, vocab(), True, squad)
   long_context = " ".join(f"Sentence {i} tells of Émile and the year {1900 + i}."
                           for i in range(12))
   questions = ["Who wrote it?", "Wo ist das Straße-Schild?", "Which year?"]
@@ -222,13 +223,13 @@ def test_span_labeler_serving_matches_postprocessing(tmp_path):
   """)
   examples = [SquadExample(str(i), q, c, [("x", 0)]) for i, (q, c) in
               enumerate(zip(questions, contexts))]
-  arrays, meta = encode_examples(examples, Tokenizer(vocab()), 64, 16, 16)
+  arrays, meta = encode_examples(examples, Tokenizer(vocab()), squad)
   assert len(meta) > 6                        # the long context: many windows
   out = model({k: tf.constant(arrays[k]) for k in
                ("input_word_ids", "input_mask", "input_type_ids")}, training=False)
   predictions, nbest, _ = postprocess(
       examples, meta, out["start_logits"].numpy(), out["end_logits"].numpy(),
-      n_best_size=20, max_answer_length=5)
+      squad)
   assert got["answer"] == [predictions[str(i)] for i in range(3)]
   for i in range(3):
     best = nbest[str(i)][0]
@@ -248,7 +249,10 @@ def test_tagger_serving_matches_word_predictions(tmp_path):
       vocab_size=30522, max_position_embeddings=64)), len(labels))
   path = str(tmp_path / "tagger")
   export.export_tagger(model, path, vocab(), True, 64, labels)
-  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", ""]
+  # Past the 64 pieces of a row: a sentence of 3 rows, a word of 80 pieces
+  # (cut to a row's 62). Every word is tagged, as predict tags it.
+  texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", "",
+           " ".join(["xylophonists visited Zürich"] * 20), "a " + "x," * 40 + " b"]
   got = run_without_bert(f"""
       import json
       import tensorflow as tf, tensorflow_text
@@ -257,13 +261,16 @@ def test_tagger_serving_matches_word_predictions(tmp_path):
       print(json.dumps(dict(words=[[w.decode() for w in row] for row in r["words"].numpy()],
                             tags=[[t.decode() for t in row] for row in r["tags"].numpy()])))
   """)
-  sentences = [ner_data.Sentence(t.split(), None, 1) for t in texts if t.split()]
+  kept = [i for i, t in enumerate(texts) if t.split()]
+  sentences = [ner_data.Sentence(texts[i].split(), None, 1) for i in kept]
   features = ner_data.encode_sentences(sentences, Tokenizer(vocab()), 64)
+  assert np.bincount(features["sentence_id"]).tolist() == [1, 1, 3, 3]
   predicted = model({k: tf.constant(features[k]) for k in
                      ("input_word_ids", "input_mask", "input_type_ids")},
                     training=False)["logits"].numpy().argmax(-1)
   expected = ner_data.word_predictions(sentences, features, predicted, labels)
-  for row, sentence, tags in zip(got["tags"], sentences, expected):
+  for row, sentence, tags in zip([got["tags"][i] for i in kept], sentences,
+                                 expected):
     n = len(sentence.words)
     assert row[:n] == tags and all(t == "" for t in row[n:])
   assert got["words"][0][:5] == texts[0].split()

@@ -14,6 +14,7 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from bert.data.errors import DataError
+from bert.data.squad_config import SquadConfig
 from bert.data.squad_examples import SquadExample
 
 # The logit a position past a window's tokens gets before the n-best search
@@ -25,9 +26,9 @@ PAD_LOGIT = -1e4
 
 def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
                 start_logits: np.ndarray, end_logits: np.ndarray,
-                n_best_size: int = 20, max_answer_length: int = 30,
-                version_2: bool = False, null_score_diff_threshold: float = 0.0):
-  """Answers from the logits of every feature.
+                squad: SquadConfig = SquadConfig()):
+  """Answers from the logits of every feature (`squad`: n_best_size,
+  max_answer_length, version_2, null_score_diff_threshold).
 
   Returns (predictions {id: text}, nbest {id: [{text, probability,
   start_logit, end_logit, start, end}]} (start/end: the answer's character
@@ -38,6 +39,7 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
   The n-best positions of a window are searched with its positions past the
   row's tokens (meta `row_length`) at PAD_LOGIT.
   """
+  n_best_size, max_answer_length = squad.n_best_size, squad.max_answer_length
   check_unique_ids(examples)
   by_example = collections.defaultdict(list)
   for f, m in enumerate(meta):
@@ -77,7 +79,7 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
                        score=score, start=c0, end=c1))
       if len(best) >= n_best_size:
         break
-    if version_2 and null_score is not None:
+    if squad.version_2 and null_score is not None:
       best.append(dict(text="", start_logit=None, end_logit=None,
                        score=null_score, start=None, end=None))
       best.sort(key=lambda b: -b["score"])
@@ -92,13 +94,14 @@ def postprocess(examples: Sequence[SquadExample], meta: Sequence[dict],
              end_logit=b["end_logit"], start=b["start"], end=b["end"])
         for b, p in zip(best, probs)]
     non_null = [b for b in best if b["text"]]
-    if not version_2:
+    if not squad.version_2:
       predictions[ex.qas_id] = non_null[0]["text"] if non_null else ""
     else:
       diff = null_score - (non_null[0]["score"] if non_null else -1e9)
       null_odds[ex.qas_id] = float(diff)
-      predictions[ex.qas_id] = ("" if diff > null_score_diff_threshold or not non_null
-                                else non_null[0]["text"])
+      predictions[ex.qas_id] = (
+          "" if diff > squad.null_score_diff_threshold or not non_null
+          else non_null[0]["text"])
   return predictions, nbest_out, null_odds
 
 

@@ -1,10 +1,11 @@
 """SQuAD examples and their windowed model features (1.1 and 2.0 files).
 
-Features follow google-research `run_squad.py`: [CLS] question [SEP] context
-window [SEP], the question cut to `max_query_length` pieces, the context
-covered by windows of `max_seq_length - len(question) - 3` pieces every
-`doc_stride` pieces; a piece is scored only in the window where it has the
-most context on both sides. Answer character spans map to piece spans through
+Features follow google-research `run_squad.py` (with the settings of a
+`bert.data.squad_config.SquadConfig`): [CLS] question [SEP] context window
+[SEP], the question cut to `max_query_length` pieces, the context covered by
+windows of `seq_length - len(question) - 3` pieces every `doc_stride`
+pieces; a piece is scored only in the window where it has the most context
+on both sides. Answer character spans map to piece spans through
 the tokenizer's character offsets, so `bert.data.squad_eval` can cut predicted
 answers from the original context with its own casing and spacing.
 """
@@ -16,9 +17,9 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 # The one checked reader of SQuAD files; its names are this module's API too.
+from bert.data.squad_config import SquadConfig
 from bert.data.squad_json import (  # pylint: disable=unused-import
     SquadExample, article_titles, load_squad, read_squad)
-from bert.validation import ConfigError
 
 
 def split_articles(titles: Sequence[str], train_fraction: float, seed: int = 0
@@ -42,13 +43,13 @@ def _char_offsets(text: str, byte_starts, byte_ends):
 
 
 def encode_examples(examples: Sequence[SquadExample], tokenizer,
-                    max_seq_length: int = 384, doc_stride: int = 128,
-                    max_query_length: int = 64, training: bool = False
+                    squad: SquadConfig, training: bool = False
                     ) -> Tuple[Dict[str, np.ndarray], List[dict]]:
-  """Windowed features of the examples.
+  """Windowed features of the examples (`squad`: seq_length, doc_stride,
+  max_query_length).
 
   Returns (arrays, meta): arrays has int32 `input_word_ids`, `input_mask`,
-  `input_type_ids` [n, max_seq_length], `feature_id` [n], and when training
+  `input_type_ids` [n, seq_length], `feature_id` [n], and when training
   `start_positions`/`end_positions` (0 = [CLS]: no answer in the window);
   meta[i] has the example index, the row's length in tokens, each
   position's character span in the
@@ -66,20 +67,18 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
     contexts[text] = (ids, c_start, c_end)
   rows = collections.defaultdict(list)
   meta = []
+  seq_length = squad.seq_length
   for ex_index, ex in enumerate(examples):
-    q = [int(x) for x in questions[ex_index][:max_query_length]]
+    q = [int(x) for x in questions[ex_index][:squad.max_query_length]]
     ids, c_start, c_end = contexts[ex.context]
-    room = max_seq_length - len(q) - 3
-    if room < 1:
-      raise ConfigError(f"max_seq_length={max_seq_length} leaves no room for "
-                        f"the context after a {len(q)}-piece question")
+    room = seq_length - len(q) - 3     # >= 1: SquadConfig's window check
     spans, start = [], 0
     while True:
       length = min(len(ids) - start, room)
       spans.append((start, length))
       if start + length >= len(ids):
         break
-      start += min(length, doc_stride)
+      start += min(length, squad.doc_stride)
     if training and ex.answers and not ex.is_impossible:
       text, char_start = ex.answers[0]
       char_end = char_start + len(text)
@@ -92,7 +91,7 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
       word_ids = [cls] + q + [sep] + window + [sep]
       offset = len(q) + 2
       n = len(word_ids)
-      pad = max_seq_length - n
+      pad = seq_length - n
       rows["input_word_ids"].append(word_ids + [0] * pad)
       rows["input_mask"].append([1] * n + [0] * pad)
       rows["input_type_ids"].append([0] * offset + [1] * (length + 1) + [0] * pad)

@@ -32,16 +32,14 @@ class BertSpanLabeler(EncoderModel):
 
   def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
     """Serving SavedModel: `question`, `context` -> `answer` (cut from the
-    context), `score`, `start`/`end` (UTF-8 byte offsets), the best span
-    over every `doc_stride` window as `predict` finds it; see
+    context), `score`, `start`/`end` (UTF-8 byte offsets): the answer
+    `predict` finds, with the preprocessor's `squad` settings; see
     `bert.export.export_span_labeler` (`precision`, `gate`: `write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     return export.export_span_labeler(
-        self, path, pre.vocabulary, pre.lower_case, pre.seq_length,
-        pre.max_query_length, pre.max_answer_length, pre.doc_stride,
-        pre.n_best_size, precision=precision,
-        length_buckets=pre.length_buckets, gate=gate)
+        self, path, pre.vocabulary, pre.lower_case, pre.squad,
+        precision=precision, length_buckets=pre.length_buckets, gate=gate)
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "start_accuracy", "end_accuracy")

@@ -15,13 +15,16 @@ what the task means (labels and probabilities, one tag per word).
   MultipleChoicePreprocessor   (contexts, endings)
 """
 
+import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert.data import ner_data, squad_config, squad_eval, squad_examples
 from bert.data.errors import DataError
+from bert.data.squad_config import SquadConfig
 from bert.models import inputs
 from bert.models.preprocessor_base import BertPreprocessor
 from bert.validation import ConfigError, check_labels
@@ -127,13 +130,11 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 
   @staticmethod
   def _sentences(words, tags=None):
-    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
     return [ner_data.Sentence(list(w), None if tags is None else list(tags[i]),
                               i + 1) for i, w in enumerate(words)]
 
   def _encode(self, x, y):
     """`y`: the tags, one list of tag names per sentence."""
-    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
     sentences = self._sentences(x, y)
     features = ner_data.encode_sentences(sentences, self.tokenizer,
                                          self.seq_length,
@@ -146,7 +147,6 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 
   def decode(self, outputs, features, x):
     """{"tags": one list of tag names per sentence, one per word}."""
-    from bert.data import ner_data  # pylint: disable=g-import-not-at-top
     predicted = outputs["logits"].argmax(-1)
     return dict(tags=ner_data.word_predictions(
         features["sentences"], features, predicted, self.labels))
@@ -159,32 +159,33 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 class SpanLabelerPreprocessor(BertPreprocessor):
   """(questions, contexts) -> windows, answers cut from the contexts.
 
-  Each (question, context) becomes windows of `seq_length` pieces every
-  `doc_stride` context pieces, the question (at most `max_query_length`
-  pieces) first, as `bert.data.squad_examples` encodes SQuAD. Targets for
-  `fit`: one answer per question, `(text, answer_start)` with the start in
-  characters of the context (or `None` for no answer: SQuAD 2.0). `predict`
-  runs the task's post-processing: n-best spans inside the context, each
-  piece scored only in its max-context window, at most `max_answer_length`
-  pieces, the answer cut from the original context with its character
-  offsets; with `version_2`, "" when the null score wins by more than
-  `null_score_diff_threshold`.
+  `squad` (a `bert.data.squad_config.SquadConfig`; its fields may also be
+  given one by one, e.g. `doc_stride=64`, and `seq_length` overrides its
+  own) says how: each (question, context) becomes windows of `seq_length`
+  pieces every `doc_stride` context pieces, the question (at most
+  `max_query_length` pieces) first, as `bert.data.squad_examples` encodes
+  SQuAD. Targets for `fit`: one answer per question, `(text,
+  answer_start)` with the start in characters of the context (or `None`
+  for no answer: SQuAD 2.0). `predict` runs the task's post-processing
+  (`bert.data.squad_eval.postprocess`): n-best spans inside the context,
+  each piece scored only in its max-context window, at most
+  `max_answer_length` pieces, the answer cut from the original context with
+  its character offsets; with `version_2`, "" when the null score wins by
+  more than `null_score_diff_threshold`.
   """
 
   sequence_outputs = ("start_logits", "end_logits")
 
-  def __init__(self, vocabulary, lower_case, seq_length=384,
-               length_buckets=None, doc_stride: int = 128,
-               max_query_length: int = 64, n_best_size: int = 20,
-               max_answer_length: int = 30, version_2: bool = False,
-               null_score_diff_threshold: float = 0.0, **kwargs):
-    super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
-    self.doc_stride = doc_stride
-    self.max_query_length = max_query_length
-    self.n_best_size = n_best_size
-    self.max_answer_length = max_answer_length
-    self.version_2 = version_2
-    self.null_score_diff_threshold = null_score_diff_threshold
+  def __init__(self, vocabulary, lower_case, seq_length=None,
+               length_buckets=None, squad: Optional[SquadConfig] = None,
+               **kwargs):
+    settings = {k: kwargs.pop(k) for k in squad_config.FIELDS if k in kwargs}
+    if seq_length is not None:
+      settings["seq_length"] = seq_length
+    squad = (squad or SquadConfig()).replace(**settings)
+    super().__init__(vocabulary, lower_case, squad.seq_length,
+                     length_buckets, **kwargs)
+    self.squad = squad
 
   def check(self, x, y=None, num_classes=None):
     """x: (questions, contexts); y: per question (text, answer_start), a
@@ -194,7 +195,6 @@ class SpanLabelerPreprocessor(BertPreprocessor):
 
   def examples(self, x, y=None):
     """SQuAD examples of checked `x` and answers `y`."""
-    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
     return [squad_examples.SquadExample(
         str(i), question, context,
         [] if y is None or y[i] is None else [y[i]],
@@ -202,11 +202,9 @@ class SpanLabelerPreprocessor(BertPreprocessor):
             for i, (question, context) in enumerate(zip(*x))]
 
   def _encode(self, x, y):
-    from bert.data import squad_examples  # pylint: disable=g-import-not-at-top
     examples = self.examples(x, y)
     arrays, meta = squad_examples.encode_examples(
-        examples, self.tokenizer, self.seq_length, self.doc_stride,
-        self.max_query_length, training=y is not None)
+        examples, self.tokenizer, self.squad, training=y is not None)
     # The windows' bookkeeping for `decode` (not model inputs).
     return dict(arrays, examples=examples, meta=meta)
 
@@ -214,33 +212,28 @@ class SpanLabelerPreprocessor(BertPreprocessor):
     return {k: features[k] for k in ("start_positions", "end_positions")}
 
   def decode(self, outputs, features, x):
-    """{"answers": text per question, "start", "end": its character offsets
-    in the context (None for no answer), "nbest": the n-best lists}."""
-    from bert.data import squad_eval  # pylint: disable=g-import-not-at-top
+    """{"answers": text per question (`postprocess`' predictions), "start",
+    "end": its character offsets in the context (None for no answer),
+    "nbest": the n-best lists}."""
     examples = features["examples"]
-    _, nbest, null_odds = squad_eval.postprocess(
+    predictions, nbest, _ = squad_eval.postprocess(
         examples, features["meta"], outputs["start_logits"],
-        outputs["end_logits"], self.n_best_size, self.max_answer_length,
-        self.version_2, self.null_score_diff_threshold)
-    answers, starts, ends = [], [], []
-    for e in examples:
-      best = next((b for b in nbest[e.qas_id] if b["text"]), None)
-      if best is None or (self.version_2 and null_odds[e.qas_id]
-                          > self.null_score_diff_threshold):
-        best = dict(text="", start=None, end=None)
-      answers.append(best["text"])
-      starts.append(best["start"])
-      ends.append(best["end"])
-    return dict(answers=answers, start=starts, end=ends,
+        outputs["end_logits"], self.squad)
+    answers = [predictions[e.qas_id] for e in examples]
+    # The answer's entry of its n-best list (texts there are distinct).
+    chosen = [next((b for b in nbest[e.qas_id] if a and b["text"] == a),
+                   dict(start=None, end=None))
+              for e, a in zip(examples, answers)]
+    return dict(answers=answers, start=[b["start"] for b in chosen],
+                end=[b["end"] for b in chosen],
                 nbest=[nbest[e.qas_id] for e in examples])
 
   def get_config(self):
-    return dict(super().get_config(), doc_stride=self.doc_stride,
-                max_query_length=self.max_query_length,
-                n_best_size=self.n_best_size,
-                max_answer_length=self.max_answer_length,
-                version_2=self.version_2,
-                null_score_diff_threshold=self.null_score_diff_threshold)
+    # The fields one by one (seq_length is the base's), as models saved
+    # before `squad` existed hold them.
+    settings = dataclasses.asdict(self.squad)
+    del settings["seq_length"]
+    return dict(super().get_config(), **settings)
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")

@@ -4,18 +4,21 @@
 `bert.data.squad_examples.encode_examples` makes ([CLS] question [SEP]
 window [SEP], a window every `doc_stride` context pieces) and marks, for
 every context piece, its max-context window. `best_spans` runs the answer
-search of `bert.data.squad_eval.postprocess` (SQuAD v1.1) over the windows'
-logits: per window the top `n_best_size` start and end positions, spans
-inside the context that start in their max-context window, the best start +
-end logit over all windows of a question.
+search of `bert.data.squad_eval.postprocess` over the windows' logits: per
+window the top `n_best_size` start and end positions, spans inside the
+context that start in their max-context window, the best start + end logit
+over all windows of a question; with `version_2`, no answer when the null
+score beats it by more than `null_score_diff_threshold`. The settings are
+one `bert.data.squad_config.SquadConfig`, the Python path's.
 
 Both are plain TensorFlow ops on whole batches (no Python loop over data, no
 NumPy), so a serving SavedModel can answer over the whole context:
 
   q, c = tokenizer(question), tokenizer(context)         # ragged [q, (pieces)]
-  windows = window_inputs(q, c, seq_length, ...)         # [w, seq_length] rows
+  windows = window_inputs(q, c, squad, ...)              # [w, seq_length] rows
   out = model(cut_to_bucket(windows))                    # [w, L] logits
-  spans = best_spans(out["start_logits"], out["end_logits"], windows, ...)
+  spans = best_spans(out["start_logits"], out["end_logits"], windows, q_n,
+                     squad)
   start, end = answer_byte_offsets(spans, c_start, c_end)  # c: with_offsets
 
 Padding: rows run in batches cut to a length bucket, so the logits past a
@@ -30,38 +33,16 @@ or exactly equal span scores, it may pick either. Here the lower position
 wins, then the earlier window: `postprocess` with a stable argsort.
 """
 
-import numbers
 from typing import Dict, Tuple
 
 import tensorflow as tf
 
 from bert.data import squad_eval
 from bert.data.length_buckets import pad_sequence_axis
-from bert.validation import ConfigError
+from bert.data.squad_config import SquadConfig
 
 # The logit of a position past a window's tokens (`squad_eval.PAD_LOGIT`).
 LOGIT_PAD_VALUE = squad_eval.PAD_LOGIT
-
-
-def _check_int(name: str, value, minimum: int) -> int:
-  if (isinstance(value, bool) or not isinstance(value, numbers.Integral)
-      or value < minimum):
-    raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
-  return int(value)
-
-
-def _check_windowing(seq_length, doc_stride, max_query_length):
-  """ConfigError at trace time unless a question of max_query_length pieces
-  leaves room for a context piece (`QuestionAnsweringTask`'s check; Python's
-  `encode_examples` fails only once such a question comes)."""
-  seq_length = _check_int("seq_length", seq_length, 1)
-  doc_stride = _check_int("doc_stride", doc_stride, 1)
-  max_query_length = _check_int("max_query_length", max_query_length, 0)
-  if max_query_length + 3 >= seq_length:
-    raise ConfigError(f"max_query_length={max_query_length} leaves no room for "
-                      f"the context in seq_length={seq_length} (query + "
-                      "context + 3 special tokens)")
-  return seq_length, doc_stride, max_query_length
 
 
 def _gather_or(values: tf.Tensor, index: tf.Tensor, valid: tf.Tensor,
@@ -72,15 +53,15 @@ def _gather_or(values: tf.Tensor, index: tf.Tensor, valid: tf.Tensor,
   return tf.gather(padded, tf.where(valid, index, n))
 
 
-def window_inputs(question_ids, context_ids, seq_length: int, doc_stride: int,
-                  max_query_length: int, start_of_sequence_id,
-                  end_of_segment_id, padding_id=0) -> Dict[str, tf.Tensor]:
+def window_inputs(question_ids, context_ids, squad: SquadConfig,
+                  start_of_sequence_id, end_of_segment_id,
+                  padding_id=0) -> Dict[str, tf.Tensor]:
   """Every window of every question, as `encode_examples` makes them.
 
   Args:
     question_ids: int ragged [q, (pieces)], untruncated.
     context_ids: int ragged [q, (pieces)], each question's whole context.
-    seq_length, doc_stride, max_query_length: as `encode_examples`.
+    squad: seq_length, doc_stride, max_query_length (as `encode_examples`).
     start_of_sequence_id, end_of_segment_id, padding_id: [CLS], [SEP], [PAD].
 
   Returns:
@@ -91,9 +72,8 @@ def window_inputs(question_ids, context_ids, seq_length: int, doc_stride: int,
     (its context pieces), and bool `max_context` [w, seq_length] (a context
     piece whose max-context window this is).
   """
-  seq_length, doc_stride, max_query_length = _check_windowing(
-      seq_length, doc_stride, max_query_length)
-  question = tf.cast(question_ids[:, :max_query_length], tf.int32)
+  seq_length, doc_stride = squad.seq_length, squad.doc_stride
+  question = tf.cast(question_ids[:, :squad.max_query_length], tf.int32)
   context = tf.cast(context_ids, tf.int32)
   q_len = tf.cast(question.row_lengths(), tf.int32)                    # [q]
   c_len = tf.cast(context.row_lengths(), tf.int32)                     # [q]
@@ -163,9 +143,10 @@ def _max_context(j, window_len, first, in_context, num_pieces, w):
 
 
 def best_spans(start_logits, end_logits, windows: Dict[str, tf.Tensor],
-               num_questions, n_best_size: int = 20,
-               max_answer_length: int = 30) -> Dict[str, tf.Tensor]:
-  """Each question's best answer span over its windows (SQuAD v1.1 rules).
+               num_questions, squad: SquadConfig) -> Dict[str, tf.Tensor]:
+  """Each question's best answer span over its windows, and whether it is
+  the answer (`squad`: n_best_size, max_answer_length, version_2,
+  null_score_diff_threshold).
 
   Args:
     start_logits, end_logits: float [w, L], the model's logits of the rows
@@ -178,12 +159,12 @@ def best_spans(start_logits, end_logits, windows: Dict[str, tf.Tensor],
   Returns:
     int32 [q] `piece_start`, `piece_end` (inclusive, indices into the
     question's context pieces), float32 [q] `score` (start + end logit),
-    bool [q] `found` (False: no span qualifies; the answer is "" and the
-    other outputs are 0), float32 [q] `null_score` (the least [CLS] start +
-    end logit over the question's windows, SQuAD 2.0's null score).
+    bool [q] `found` (False: no span qualifies; the three above are 0),
+    float32 [q] `null_score` (the least [CLS] start + end logit over the
+    question's windows, SQuAD 2.0's null score) and bool [q] `answered`:
+    the span is the answer (`postprocess`' prediction), else it is "".
   """
-  n_best_size = _check_int("n_best_size", n_best_size, 1)
-  max_answer_length = _check_int("max_answer_length", max_answer_length, 1)
+  n_best_size, max_answer_length = squad.n_best_size, squad.max_answer_length
   max_context = tf.cast(windows["max_context"], tf.bool)
   seq_length = max_context.shape[1]
   if seq_length is None:
@@ -235,24 +216,35 @@ def best_spans(start_logits, end_logits, windows: Dict[str, tf.Tensor],
   e = tf.gather_nd(end_pos, tf.stack([window, rank % k], 1))
   to_piece = tf.gather(windows["window_start"] - windows["window_offset"], window)
   zero = tf.zeros_like(s)
-  return dict(
-      piece_start=tf.where(found, s + to_piece, zero),
-      piece_end=tf.where(found, e + to_piece, zero),
-      score=tf.where(found, best, 0.0),
-      found=found,
-      null_score=tf.math.unsorted_segment_min(start[:, 0] + end[:, 0], wq,
-                                              num_questions))
+  best = tf.where(found, best, 0.0)
+  null_score = tf.math.unsorted_segment_min(start[:, 0] + end[:, 0], wq,
+                                            num_questions)
+  return dict(piece_start=tf.where(found, s + to_piece, zero),
+              piece_end=tf.where(found, e + to_piece, zero),
+              score=best, found=found, null_score=null_score,
+              answered=found & ~_null_wins(null_score, best, squad))
+
+
+def _null_wins(null_score, score, squad: SquadConfig):
+  """SQuAD 2.0: whether "" is the answer, `postprocess`' rule (the null
+  score beats the best span's by more than the threshold; in float64, as
+  Python subtracts the float32 scores)."""
+  if not squad.version_2:
+    return tf.zeros_like(null_score, tf.bool)
+  diff = tf.cast(null_score, tf.float64) - tf.cast(score, tf.float64)
+  return diff > squad.null_score_diff_threshold
 
 
 def answer_byte_offsets(spans: Dict[str, tf.Tensor], piece_starts,
                         piece_ends) -> Tuple[tf.Tensor, tf.Tensor]:
   """(start, end) int64 [q]: each answer's UTF-8 byte span in its context
-  (end exclusive; 0, 0 when none is found), from the context's ragged piece
-  offsets (`BertTokenizer.tokenize(context, with_offsets=True)`). Safe for
-  empty contexts; `tf.strings.substr(context, start, end - start,
-  unit="BYTE")` is the answer, as `postprocess` cuts it."""
+  (end exclusive; 0, 0 when the answer is "": `answered` is False), from
+  the context's ragged piece offsets (`BertTokenizer.tokenize(context,
+  with_offsets=True)`). Safe for empty contexts; `tf.strings.substr(context,
+  start, end - start, unit="BYTE")` is the answer, as `postprocess` cuts
+  it."""
   first = piece_starts.row_splits[:-1]                                 # [q]
-  found = spans["found"]
+  found = spans["answered"]
   start = _gather_or(piece_starts.flat_values,
                      first + tf.cast(spans["piece_start"], first.dtype), found, 0)
   end = _gather_or(piece_ends.flat_values,

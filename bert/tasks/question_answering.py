@@ -12,6 +12,7 @@ by article (never by question): the same seed gives the same split for
 training and evaluation.
 """
 
+import dataclasses
 import json
 import os
 from typing import Dict, List, Optional
@@ -21,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.data import squad_eval, squad_examples
+from bert.data.squad_config import SquadConfig
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
@@ -41,12 +43,15 @@ class QuestionAnsweringTask(FinetuningTask):
     answers: an `AnswerConfig` (the answer search of evaluation and predict).
     encoder, inputs, head, schedule: see `FinetuningTask`
       (`FinetuningInputs.seq_length` is max_seq_length, default 384).
+
+  `self.squad`, the one `SquadConfig` made of these, is what encoding,
+  answers, the Keras preprocessor and the serving export use.
   """
 
   loss_names = ("loss",)
   stat_names = ("loss", "start_accuracy", "end_accuracy")
   sequence_outputs = ("start_logits", "end_logits")
-  default_seq_length = 384
+  default_seq_length = SquadConfig.seq_length
 
   def __init__(self, data: Optional[SquadData] = None,
                answers: Optional[AnswerConfig] = None,
@@ -61,11 +66,15 @@ class QuestionAnsweringTask(FinetuningTask):
     self._meta: Dict[str, List[dict]] = {}
     self.last_predictions = None
     super().__init__(data, encoder, inputs, head, schedule)
-    if data.max_query_length + 3 >= self.seq_length:
-      raise ConfigError(f"{owner}: SquadData.max_query_length="
-                        f"{data.max_query_length} leaves no room for the "
-                        f"context in seq_length={self.seq_length} (query + "
-                        "context + 3 special tokens)")
+    try:
+      self.squad = SquadConfig(
+          seq_length=self.seq_length, version_2=data.version_2,
+          doc_stride=data.doc_stride, max_query_length=data.max_query_length,
+          **dataclasses.asdict(self.answers))
+    except ConfigError as e:
+      raise ConfigError(
+          f"{owner}: SquadData.max_query_length={data.max_query_length} with "
+          f"FinetuningInputs.seq_length={self.seq_length}: {e}") from None
 
   # ------------------------------------------------------------------ data
   def articles(self, split: str) -> Optional[List[str]]:
@@ -139,8 +148,7 @@ class QuestionAnsweringTask(FinetuningTask):
         yield None
         continue
       arrays, meta = squad_examples.encode_examples(
-          examples[start:start + chunk_rows], self.tokenizer, self.seq_length,
-          self.data.doc_stride, self.data.max_query_length,
+          examples[start:start + chunk_rows], self.tokenizer, self.squad,
           training=split != "predict")
       arrays["feature_id"] = arrays["feature_id"] + windows
       windows += len(meta)
@@ -161,22 +169,15 @@ class QuestionAnsweringTask(FinetuningTask):
 
   def encode(self, split):
     arrays, meta = squad_examples.encode_examples(
-        self.examples(split), self.tokenizer, self.seq_length,
-        self.data.doc_stride, self.data.max_query_length,
+        self.examples(split), self.tokenizer, self.squad,
         training=split != "predict")
     self._meta[split] = meta
     return arrays
 
   # ----------------------------------------------------------------- model
   def preprocessor(self):
-    return SpanLabelerPreprocessor(
-        doc_stride=self.data.doc_stride,
-        max_query_length=self.data.max_query_length,
-        n_best_size=self.answers.n_best_size,
-        max_answer_length=self.answers.max_answer_length,
-        version_2=self.data.version_2,
-        null_score_diff_threshold=self.answers.null_score_diff_threshold,
-        **self._preprocessor_args())
+    return SpanLabelerPreprocessor(squad=self.squad,
+                                   **self._preprocessor_args())
 
   def build_model(self):
     return BertSpanLabeler(BertEncoder(self.config))
@@ -192,7 +193,8 @@ class QuestionAnsweringTask(FinetuningTask):
   def eval_outputs(self, features, outputs):
     # Cut batches: padded back to seq_length with scores no span can use.
     return dict(feature_id=features["feature_id"], **{
-        k: pad_sequence_axis(outputs[k], self.seq_length, -1e4)
+        k: pad_sequence_axis(outputs[k], self.seq_length,
+                             squad_eval.PAD_LOGIT)
         for k in self.sequence_outputs})
 
   def _answers(self, split, feature_id, start_logits, end_logits):
@@ -202,8 +204,7 @@ class QuestionAnsweringTask(FinetuningTask):
       raise AssertionError(f"{len(order)} evaluated windows, {len(meta)} encoded")
     return squad_eval.postprocess(
         self.examples(split), meta, start_logits[order], end_logits[order],
-        self.answers.n_best_size, self.answers.max_answer_length,
-        self.data.version_2, self.answers.null_score_diff_threshold)
+        self.squad)
 
   def eval_metrics(self, collected):
     predictions, nbest, null_odds = self._answers(
@@ -211,7 +212,7 @@ class QuestionAnsweringTask(FinetuningTask):
         collected["end_logits"])
     self.last_predictions = (predictions, nbest, null_odds)
     return squad_eval.squad_metrics(self.examples("eval"), predictions,
-                                    null_odds if self.data.version_2 else None)
+                                    null_odds if self.squad.version_2 else None)
 
   # What `predict` writes (removed before a predict run).
   prediction_files = ("predictions.json", "nbest_predictions.json",
@@ -223,7 +224,7 @@ class QuestionAnsweringTask(FinetuningTask):
         "predict", self.features("predict")["feature_id"], out["start_logits"],
         out["end_logits"])
     files = dict(predictions=predictions, nbest_predictions=nbest)
-    if self.data.version_2:
+    if self.squad.version_2:
       files["null_odds"] = null_odds
     for name, value in files.items():
       with open(os.path.join(output_dir, f"{name}.json"), "w",

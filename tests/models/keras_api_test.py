@@ -230,7 +230,9 @@ def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
       minilm_dir(), preprocessor_args=dict(doc_stride=64, max_query_length=32),
       seq_length=128)
   assert_minilm_golden(model.encoder)
-  assert model.preprocessor.doc_stride == 64
+  # The flat arguments and seq_length make the preprocessor's one SquadConfig.
+  assert (model.preprocessor.squad.doc_stride,
+          model.preprocessor.squad.seq_length) == (64, 128)
   model.compile()
   one_step_lowers_the_loss(model, x, y)
   got = same_after_round_trips(model, x, tmp_path)

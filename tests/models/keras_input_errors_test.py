@@ -201,7 +201,8 @@ CASES = [
     ("preprocessor_of_another_task",                               # accepted
      lambda m, c: BertClassifier(BertEncoder(m["classifier"].encoder.config),
                                  2).attach_preprocessor(
-         SpanLabelerPreprocessor(VOCAB, True, seq_length=16)),
+         SpanLabelerPreprocessor(VOCAB, True, seq_length=16,
+                                 max_query_length=8)),
      ConfigError, "bert_classifier.attach_preprocessor: a BertClassifier "
      "takes a TextClassifierPreprocessor, not SpanLabelerPreprocessor"),
     ("distiller_teacher_of_another_task",                          # accepted

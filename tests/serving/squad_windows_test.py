@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from bert.data import length_buckets as lb
 from bert.data import squad_eval
+from bert.data.squad_config import SquadConfig
 from bert.data.squad_examples import (
     SquadExample, _char_offsets, encode_examples, read_squad)
 from bert.data.tokenization import Tokenizer
@@ -22,6 +23,11 @@ from conftest import minilm_dir, shared_data
 
 # Small rows, so most SQuAD contexts need several windows.
 SEQ, STRIDE, QUERY = 96, 32, 16
+
+
+def settings(seq=SEQ, stride=STRIDE, query=QUERY, **answers):
+  return SquadConfig(seq_length=seq, doc_stride=stride,
+                     max_query_length=query, **answers)
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +65,17 @@ def graph_windows(tokenizer, examples, seq=SEQ, stride=STRIDE, query=QUERY):
   special = tokenizer.get_special_tokens_dict()
   tokenize = lambda texts: tokenizer.layer.tokenize(tf.constant(texts, tf.string))
   return window_inputs(tokenize([e.question for e in examples]),
-                       tokenize([e.context for e in examples]), seq, stride,
-                       query, special["start_of_sequence_id"],
+                       tokenize([e.context for e in examples]),
+                       settings(seq, stride, query),
+                       special["start_of_sequence_id"],
                        special["end_of_segment_id"])
 
 
 def check_windows(tokenizer, examples, seq=SEQ, stride=STRIDE, query=QUERY):
   """Asserts the windows equal encode_examples'; returns (arrays, meta,
   windows)."""
-  arrays, meta = encode_examples(examples, tokenizer, seq, stride, query)
+  arrays, meta = encode_examples(examples, tokenizer,
+                                 settings(seq, stride, query))
   windows = graph_windows(tokenizer, examples, seq, stride, query)
   got = {k: v.numpy() for k, v in windows.items()}
   for k in ENCODER_INPUTS:
@@ -123,18 +131,20 @@ def test_no_questions(tokenizer):
   assert all(v.shape[0] == 0 for v in windows.values())
   assert windows["input_word_ids"].shape == [0, SEQ]
   empty = tf.zeros([0, 32])
-  spans = best_spans(empty, empty, windows, 0)
+  spans = best_spans(empty, empty, windows, 0, settings())
   assert all(v.shape == [0] for v in spans.values())
 
 
-def test_impossible_settings_fail_at_trace_time(tokenizer):
+def test_impossible_settings_fail_before_any_graph(tokenizer):
+  settings(seq=64, query=60)                  # control: one context piece
   with pytest.raises(ConfigError, match="max_query_length=61 leaves no room"):
     graph_windows(tokenizer, [], seq=64, query=61)
-  with pytest.raises(ConfigError, match="doc_stride must be an int >= 1"):
+  with pytest.raises(ConfigError,
+                     match=r"SquadConfig.doc_stride must be an integer >= 1"):
     graph_windows(tokenizer, [], stride=0)
-  windows = graph_windows(tokenizer, [])
-  with pytest.raises(ConfigError, match="n_best_size must be an int >= 1"):
-    best_spans(tf.zeros([0, SEQ]), tf.zeros([0, SEQ]), windows, 0, n_best_size=0)
+  with pytest.raises(ConfigError,
+                     match=r"SquadConfig.n_best_size must be an integer >= 1"):
+    settings(n_best_size=0)
 
 
 # ------------------------------------------------------------------ answers
@@ -172,7 +182,7 @@ def answer_texts(tokenizer, examples, spans):
 
 def graph_answers(tokenizer, examples, windows, start, end, **kwargs):
   spans = best_spans(tf.constant(start), tf.constant(end), windows,
-                     len(examples), **kwargs)
+                     len(examples), settings(**kwargs))
   spans = {k: v.numpy() for k, v in spans.items()}
   return answer_texts(tokenizer, examples, spans), spans
 
@@ -182,8 +192,8 @@ def check_answers(tokenizer, examples, meta, windows, start, end, cut,
   """best_spans on the [w, cut] logits equals postprocess on `start`/`end`
   (the padded logits); returns the answers."""
   predictions, _, null_odds = squad_eval.postprocess(
-      examples, meta, start, end, version_2=True, null_score_diff_threshold=1e9,
-      **kwargs)
+      examples, meta, start, end, settings(
+          version_2=True, null_score_diff_threshold=1e9, **kwargs))
   answers, spans = graph_answers(tokenizer, examples, windows, start[:, :cut],
                                  end[:, :cut], **kwargs)
   assert answers == predictions
@@ -236,6 +246,29 @@ def test_answers_equal_postprocess(tokenizer, data, request):
     assert sum(loose[k] != answers[k] for k in answers) >= 5
 
 
+def test_version_2_answers_equal_postprocess(tokenizer, squad):
+  """With version_2, "" wherever the null score beats the best span by more
+  than the threshold: `answered` is `postprocess`' rule."""
+  arrays, meta, windows = check_windows(tokenizer, squad)
+  start, end = random_logits(arrays, 4)
+  _, _, null_odds = squad_eval.postprocess(squad, meta, start, end,
+                                           settings(version_2=True))
+  # Half the questions on each side of the threshold, one exactly on it.
+  threshold = float(np.median(list(null_odds.values())))
+  v2 = settings(version_2=True, null_score_diff_threshold=threshold)
+  predictions, _, _ = squad_eval.postprocess(squad, meta, start, end, v2)
+  spans = best_spans(tf.constant(start), tf.constant(end), windows,
+                     len(squad), v2)
+  spans = {k: v.numpy() for k, v in spans.items()}
+  answers = answer_texts(tokenizer, squad, dict(spans, found=spans["answered"]))
+  assert answers == predictions
+  assert 0 < sum(a == "" for a in answers.values()) < len(answers)
+  # Negative control: the v1.1 rule answers every question.
+  v1 = best_spans(tf.constant(start), tf.constant(end), windows, len(squad),
+                  settings())
+  assert v1["answered"].numpy().all()
+
+
 def test_answers_with_ties_equal_postprocess_with_a_stable_sort(
     tokenizer, squad, edge_cases, monkeypatch):
   monkeypatch.setattr(squad_eval, "np", _StableArgsort())
@@ -250,7 +283,7 @@ def test_answers_of_logits_cut_to_a_bucket_equal_postprocess(tokenizer, dev):
   # Contexts of one window each, all rows within the 128 bucket of 192.
   seq, stride, query = 192, 64, 32
   pool = dev[::25]
-  arrays, meta = encode_examples(pool, tokenizer, seq, stride, query)
+  arrays, meta = encode_examples(pool, tokenizer, settings(seq, stride, query))
   rows = collections.defaultdict(list)
   for m, n in zip(meta, arrays["input_mask"].sum(1)):
     rows[m["example"]].append(n)
@@ -294,7 +327,7 @@ class _Answerer(tf.Module):
     super().__init__()
     self.tokenizer = tokenizer.layer
     self.special = tokenizer.get_special_tokens_dict()
-    self.settings = (seq, stride, query)
+    self.squad = settings(seq, stride, query)
     self.tables = [tf.constant(t) for t in start_table + end_table]
     self.cut = lb.bucket_cutter(ENCODER_INPUTS, lb.default_length_buckets(seq))
 
@@ -307,12 +340,12 @@ class _Answerer(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
   def answer(self, question, context):
     c, c_start, c_end = self.tokenizer.tokenize(context, with_offsets=True)
-    windows = window_inputs(self.tokenizer.tokenize(question), c,
-                            *self.settings, self.special["start_of_sequence_id"],
+    windows = window_inputs(self.tokenizer.tokenize(question), c, self.squad,
+                            self.special["start_of_sequence_id"],
                             self.special["end_of_segment_id"])
     inputs = self.cut({k: windows[k] for k in ENCODER_INPUTS})
     start, end = self.logits(inputs["input_word_ids"])
-    spans = best_spans(start, end, windows, tf.size(question))
+    spans = best_spans(start, end, windows, tf.size(question), self.squad)
     byte_start, byte_end = answer_byte_offsets(spans, c_start, c_end)
     return dict(answer=tf.strings.substr(context, byte_start,
                                          byte_end - byte_start, unit="BYTE"),
@@ -336,7 +369,8 @@ def test_saved_model_answers_over_every_window(tokenizer, squad, edge_cases,
                       tf.constant([e.context for e in examples]))
   # The Python path: encode_examples, the same model, predict_by_length,
   # postprocess.
-  arrays, meta = encode_examples(examples, tokenizer, seq, stride, query)
+  arrays, meta = encode_examples(examples, tokenizer,
+                                 settings(seq, stride, query))
   assert max(collections.Counter(m["example"] for m in meta).values()) >= 5
 
   def model(batch):

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+from bert.data.squad_config import SquadConfig
 from bert.data.squad_examples import (
     SquadExample, article_titles, encode_examples, read_squad, split_articles)
 from bert.data.squad_eval import f1_score, postprocess, squad_metrics
@@ -93,7 +94,9 @@ def logits_for(arrays, meta, spans_scores):
 def test_answers_cut_from_original_text_never_from_question_or_sep(tokenizer):
   context = "The  Quick-Brown   FOX jumped over Émile's fence."
   e = SquadExample("x", "Who jumped?", context, [("Quick-Brown   FOX", 5)])
-  arrays, meta = encode_examples([e], tokenizer, 64, 16, 16, training=True)
+  arrays, meta = encode_examples(
+      [e], tokenizer, SquadConfig(seq_length=64, doc_stride=16,
+                                  max_query_length=16), training=True)
   assert len(meta) == 1
   m = meta[0]
   s, t = int(arrays["start_positions"][0]), int(arrays["end_positions"][0])
@@ -118,7 +121,9 @@ def test_doc_stride_picks_the_best_span_across_windows(tokenizer):
   context = " ".join(words)
   where = lambda i: len(" ".join(words[:i])) + (1 if i else 0)
   e = SquadExample("y", "which?", context, [(words[50], where(50))])
-  arrays, meta = encode_examples([e], tokenizer, 32, 8, 8, training=True)
+  arrays, meta = encode_examples(
+      [e], tokenizer, SquadConfig(seq_length=32, doc_stride=8,
+                                  max_query_length=8), training=True)
   assert len(meta) > 3
   # Windows overlap; each piece is scored only in its max-context window.
   owners = {}

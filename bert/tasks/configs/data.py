@@ -1,11 +1,13 @@
 """Each task's data: its files and how they are read (and, for SQuAD, how
 answers are searched; for pre-training, how records are read and masked)."""
 
+import dataclasses
 import os
 from typing import Dict, Optional, Tuple
 
 import gin
 
+from bert.data.squad_config import SquadConfig, check_fields
 from bert.tasks.configs.common import config_class, set_field
 from bert.validation import (ConfigError, check_bool, check_float, check_int,
                              check_labels, check_str)
@@ -99,14 +101,15 @@ class SquadData(DataFiles):
     split_seed: the seed of that article split; None: the inputs' seed
       (`FinetuningInputs.seed`). A distilled student keeps its teacher's split,
       so the teacher never trained on the student's held-out articles.
-    version_2: SQuAD 2.0 (no-answer questions, null score).
-    doc_stride, max_query_length: as google-research run_squad.py.
+    version_2, doc_stride, max_query_length: `SquadConfig`'s (defaults and
+      checks there): the task's `squad` is made of these, `AnswerConfig`
+      and `FinetuningInputs.seq_length`.
   """
   train_fraction: float = 0.8
   split_seed: Optional[int] = None
-  version_2: bool = False
-  doc_stride: int = 128
-  max_query_length: int = 64
+  version_2: bool = SquadConfig.version_2
+  doc_stride: int = SquadConfig.doc_stride
+  max_query_length: int = SquadConfig.max_query_length
 
   def __post_init__(self):
     super().__post_init__()
@@ -114,26 +117,22 @@ class SquadData(DataFiles):
     check_float(owner, "train_fraction", self.train_fraction, 0, 1,
                 min_open=True, max_open=True)
     check_int(owner, "split_seed", self.split_seed, minimum=0, optional=True)
-    check_bool(owner, "version_2", self.version_2)
-    check_int(owner, "doc_stride", self.doc_stride, minimum=1)
-    check_int(owner, "max_query_length", self.max_query_length, minimum=1)
+    check_fields(owner, version_2=self.version_2, doc_stride=self.doc_stride,
+                 max_query_length=self.max_query_length)
 
 
 @gin.configurable
 @config_class
 class AnswerConfig:
-  """SQuAD answer search over the windows of a question (google-research
-  run_squad.py's n_best_size, max_answer_length, null_score_diff_threshold)."""
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
+  """SQuAD answer search over the windows of a question: `SquadConfig`'s
+  n_best_size, max_answer_length, null_score_diff_threshold (defaults and
+  checks there)."""
+  n_best_size: int = SquadConfig.n_best_size
+  max_answer_length: int = SquadConfig.max_answer_length
+  null_score_diff_threshold: float = SquadConfig.null_score_diff_threshold
 
   def __post_init__(self):
-    owner = type(self).__name__
-    check_int(owner, "n_best_size", self.n_best_size, minimum=1)
-    check_int(owner, "max_answer_length", self.max_answer_length, minimum=1)
-    check_float(owner, "null_score_diff_threshold",
-                self.null_score_diff_threshold)
+    check_fields(type(self).__name__, **dataclasses.asdict(self))
 
 
 @gin.configurable
