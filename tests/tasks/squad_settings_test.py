@@ -14,7 +14,10 @@ from bert import export
 from bert.data.squad_config import SquadConfig
 from bert.models.preprocessors import SpanLabelerPreprocessor
 from bert.tasks.configs import AnswerConfig, SquadData
-from bert.training.run import build_task
+from bert.tasks import build_task
+# The bundled configs bind the runtime too: its configurables (RuntimeConfig,
+# OptimizerConfig) register when bert.training is imported.
+from bert import training  # noqa: F401 pylint: disable=unused-import
 from conftest import minilm_dir
 
 CONFIG_DIR = os.path.dirname(bundled.__file__)

@@ -12,6 +12,9 @@ from bert import configs as bundled
 from bert.tasks import ClassificationTask, PretrainingTask
 from bert.tasks import configs as tc
 from bert.tasks import build_task
+# The bundled configs bind the runtime too: its configurables (RuntimeConfig,
+# OptimizerConfig) register when bert.training is imported.
+from bert import training  # noqa: F401 pylint: disable=unused-import
 from bert.validation import ConfigError
 from conftest import minilm_dir, small_config
 
