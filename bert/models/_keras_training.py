@@ -53,7 +53,7 @@ class KerasTraining:
       `from_pretrained(precision="auto")` chose (fp32: XLA; bf16: none),
       else off.
     """
-    from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+    from bert.optimization import (  # pylint: disable=g-import-not-at-top
         OptimizerConfig)
     self._recipe, self.clip_norm = None, 0.0
     if isinstance(optimizer, str) and optimizer == "auto":
@@ -157,7 +157,7 @@ class KerasTraining:
     if raw:
       batch_size = None
     if getattr(self, "_recipe", None) is not None:
-      from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+      from bert.optimization import (  # pylint: disable=g-import-not-at-top
           build_optimizer)
       steps = _fit_steps(x, batch_size, epochs, kwargs.get("steps_per_epoch"),
                          kwargs.get("initial_epoch", 0))
@@ -203,7 +203,7 @@ class KerasTraining:
                         f"{theirs.lower_case}) is not this model's "
                         f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
                         "; student and teacher must share one vocabulary")
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+    from bert import losses as objectives  # pylint: disable=g-import-not-at-top
     n = len(features["input_word_ids"])
     call = tf.function(lambda batch: teacher(batch, training=False),
                        reduce_retracing=True)
@@ -237,7 +237,7 @@ class KerasTraining:
   def _step_stats(self, x, y, outputs, sample_weight):
     """The objective's stats of a batch and the loss to minimise."""
     if isinstance(y, dict) and "has_label" in y:   # a distillation fit
-      from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
+      from bert import losses as objectives  # pylint: disable=g-import-not-at-top
       kind, config = self._distillation
       teacher = {k: y[f"teacher_{k}"] for k in objectives.TAUGHT[kind]}
       if kind == "tokens":

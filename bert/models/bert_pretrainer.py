@@ -86,9 +86,9 @@ class BertPretrainer(EncoderModel):
     """y: {"masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}
     (the google-research feature names); the loss is the reference's
     masked-LM loss + next-sentence loss of the batch."""
-    from bert.tasks import pretraining  # pylint: disable=g-import-not-at-top
-    stats = pretraining.pretraining_stats(dict(x, **y), outputs)
-    stats["loss"] = (pretraining.batch_values(stats)["loss"], tf.constant(1.0))
+    from bert import losses  # pylint: disable=g-import-not-at-top
+    stats = losses.pretraining_stats(dict(x, **y), outputs)
+    stats["loss"] = (losses.batch_values(stats)["loss"], tf.constant(1.0))
     return stats
 
   def call(self, inputs, training=None):

@@ -37,7 +37,7 @@ from bert.data._io import text_lines
 from bert.layers.token_masking import TokenMasking
 from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
-from bert.tasks import objectives
+from bert import losses
 from bert.tasks.base import Task
 from bert.tasks.configs import (DistillationConfig, EncoderSource,
                                 FinetuningInputs, HeadConfig, ScheduleConfig,
@@ -284,7 +284,7 @@ class DistillationTask(Task):
     """The teacher's outputs on `data`'s rows, as `teacher_<output>` columns;
     token logits as [rows, tags, seq], so the sequence axis is the last one
     and batches cut it to their length bucket like every other column."""
-    names = objectives.TAUGHT[self.kind]
+    names = losses.TAUGHT[self.kind]
     inputs = self.student_task.model_inputs(data)
     out = self.student_task.pipeline.outputs(self.teacher_model, inputs,
                                              self.student_task.sequence_outputs)
@@ -296,7 +296,7 @@ class DistillationTask(Task):
 
   def teacher_outputs(self, features) -> Dict[str, tf.Tensor]:
     """The cached teacher outputs of a batch, in the model's layout."""
-    out = {k: features[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
+    out = {k: features[f"teacher_{k}"] for k in losses.TAUGHT[self.kind]}
     if self.kind == "tokens":
       out["logits"] = tf.transpose(out["logits"], [0, 2, 1])
     return out
@@ -421,21 +421,21 @@ class DistillationTask(Task):
   def compute_stats(self, features, outputs):
     d = self.distillation
     if d.on_the_fly:
-      teacher = {k: outputs[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
+      teacher = {k: outputs[f"teacher_{k}"] for k in losses.TAUGHT[self.kind]}
     else:
       teacher = self.teacher_outputs(features)
-    stats = objectives.distillation_stats(
+    stats = losses.distillation_stats(
         self.kind, outputs, teacher,
         {k: features[k] for k in _LABELS[self.kind]}, features["has_label"],
         d.temperature, d.alpha, input_mask=features["input_mask"],
         word_start=features.get("word_start"))
     mask = features["input_mask"]
     if d.hidden_weight:
-      num, den = objectives.hidden_state_stats(
+      num, den = losses.hidden_state_stats(
           outputs["student_hidden"], outputs["teacher_hidden"], mask)["hidden_loss"]
       stats["hidden_loss"] = (d.hidden_weight * num, den)
     if d.attention_weight:
-      num, den = objectives.attention_stats(
+      num, den = losses.attention_stats(
           outputs["student_attention"], outputs["teacher_attention"],
           mask)["attention_loss"]
       stats["attention_loss"] = (d.attention_weight * num, den)

@@ -30,7 +30,7 @@ from bert.training import distribute
 from bert.training import multi_worker
 from bert.training import model_dir as model_dir_lib
 from bert.training.model_dir_lock import model_dir_lock
-from bert.training.optimization import OptimizerConfig, build_optimizer
+from bert.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
 from bert.validation import (ConfigError, check_bool, check_choice, check_int,
                              check_str)

@@ -13,7 +13,8 @@ import tf_keras
 
 from bert import checkpoints
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks import ClassificationTask, DistillationTask, objectives
+from bert import losses
+from bert.tasks import ClassificationTask, DistillationTask
 from bert.tasks.configs import DistillationConfig, FinetuningInputs
 from bert.training import RuntimeConfig, run_experiment, trained_run
 from bert.training.run import build_task
@@ -37,9 +38,9 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   for temp, alpha in ((2.5, 0.3), (1.0, 1.0), (4.0, 0.0)):
     soft = -(temp ** 2) * (_softmax(t / temp) * np.log(_softmax(s / temp))).sum(-1)
     hard = -np.log(_softmax(s)[np.arange(6), np.maximum(label, 0)])
-    got = objectives.soft_cross_entropy(s, t, temp).numpy()
+    got = losses.soft_cross_entropy(s, t, temp).numpy()
     np.testing.assert_allclose(got, soft, rtol=1e-5)
-    stats = objectives.distillation_stats(
+    stats = losses.distillation_stats(
         "classification", dict(logits=s), dict(logits=t), dict(label=label),
         has, temp, alpha)
     num, den = (float(x) for x in stats["prediction_loss"])
@@ -48,11 +49,11 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
     num, den = (float(x) for x in stats["hard_loss"])
     np.testing.assert_allclose([num, den], [(hard * has).sum(), 4], rtol=1e-5)
   # Negative control: the temperature changes the soft loss.
-  assert not np.allclose(objectives.soft_cross_entropy(s, t, 1.0).numpy(),
-                         objectives.soft_cross_entropy(s, t, 2.5).numpy() / 6.25)
+  assert not np.allclose(losses.soft_cross_entropy(s, t, 1.0).numpy(),
+                         losses.soft_cross_entropy(s, t, 2.5).numpy() / 6.25)
 
   # Regression: squared error to the teacher's value and to the gold one.
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "regression", dict(logits=s[:, :1]), dict(logits=t[:, :1]),
       dict(label=np.arange(6, dtype=np.float32)), has, 3.0, 0.25)
   expected = (0.25 * (s[:, 0] - t[:, 0]) ** 2
@@ -63,7 +64,7 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   s3, t3 = rng.randn(2, 5, 4).astype(np.float32), rng.randn(2, 5, 4).astype(np.float32)
   first = np.array([[0, 1, 0, 1, 0], [0, 1, 1, 0, 0]])
   label_ids = np.where(first > 0, 2, -1)
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "tokens", dict(logits=s3), dict(logits=t3), dict(label_ids=label_ids),
       np.ones(2, np.float32), 2.0, 1.0, word_start=first)
   soft = -4.0 * (_softmax(t3 / 2) * np.log(_softmax(s3 / 2))).sum(-1)
@@ -73,7 +74,7 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   # Spans: the mean of start and end, padding never a position.
   mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
   ends = {k: rng.randn(2, 5).astype(np.float32) for k in ("s0", "s1", "t0", "t1")}
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "spans", dict(start_logits=ends["s0"], end_logits=ends["s1"]),
       dict(start_logits=ends["t0"], end_logits=ends["t1"]),
       dict(start_positions=[1, 4], end_positions=[2, 4]), np.ones(2), 1.0, 1.0,
