@@ -92,10 +92,6 @@ def span_stats(start_logits, end_logits, start_positions, end_positions,
 
 
 # ------------------------------------------------------------ distillation
-# The model outputs a teacher hands down, per kind of task.
-TAUGHT = dict(classification=("logits",), regression=("logits",),
-              tokens=("logits",), spans=("start_logits", "end_logits"))
-
 # A student learns from a teacher's outputs (Hinton et al. 2015; for compact
 # BERTs, Turc et al. 2019). Shapes as above, plus the teacher's outputs of
 # the same shapes; `has_label` float [batch]: 1 where the example has a gold

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert import distillation as distil
 from bert import train_step as step
 from bert.models import _keras_raw as raw_inputs
 from bert.validation import ConfigError
@@ -132,7 +133,7 @@ class KerasTraining:
     same vocabulary), this model learns from the teacher's outputs on `x`,
     computed once before the first step, as `DistillationTask` does:
     soft targets at temperature T against the labels `y`, weighed by alpha
-    (`distillation`, a `bert.tasks.configs.DistillationConfig`; default
+    (`distillation`, a `bert.distillation.DistillationConfig`; default
     T = 2, alpha = 0.5). `y` may be None (unlabeled text: soft targets only).
     The inner-layer (TinyBERT) losses need the teacher in every step:
     `bert-train --task=distill`.
@@ -182,49 +183,36 @@ class KerasTraining:
 
   def _distillation_targets(self, teacher, config, features, y):
     """The targets of a distillation `fit`: the labels (placeholders without
-    `y`), `has_label`, and the teacher's outputs (`teacher_<name>`; token
-    logits as [rows, tags, seq], so batches cut their sequence axis)."""
-    from bert.tasks.configs import DistillationConfig  # pylint: disable=g-import-not-at-top
-    config = config or DistillationConfig()
-    if not isinstance(config, DistillationConfig):
+    `y`), `has_label`, and the teacher's outputs (`bert.distillation.
+    teacher_columns`), after the checks `DistillationTask` makes too."""
+    config = config or distil.DistillationConfig()
+    if not isinstance(config, distil.DistillationConfig):
       raise ConfigError(f"{self.name}.fit: distillation must be a "
                         f"DistillationConfig, got {type(config).__name__}")
-    if config.intermediate or config.teacher_outputs == "on_the_fly":
+    if config.on_the_fly:
       raise ConfigError(f"{self.name}.fit(teacher=...) learns from the "
                         "teacher's outputs, computed once; the hidden-state and "
-                        "attention losses (an on-the-fly teacher) are "
-                        "bert-train --task=distill's (DistillationTask)")
-    kind = getattr(self, "distillation_kind", None)
-    if kind is None or getattr(teacher, "distillation_kind", None) != kind:
-      raise ConfigError(f"{self.name}.fit: the teacher must be a trained model "
-                        f"of this task ({type(self).__name__}), got "
-                        f"{type(teacher).__name__}")
-    mine = self.preprocessor
-    theirs = getattr(teacher, "preprocessor", None)
-    if theirs is not None and (theirs.vocabulary != mine.vocabulary
-                               or theirs.lower_case != mine.lower_case):
-      raise ConfigError(f"{self.name}.fit: the teacher's vocabulary ("
-                        f"{len(theirs.vocabulary)} tokens, lower_case="
-                        f"{theirs.lower_case}) is not this model's "
-                        f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
-                        "; student and teacher must share one vocabulary")
-    from bert import losses as objectives  # pylint: disable=g-import-not-at-top
-    n = len(features["input_word_ids"])
+                        "attention losses and masking (an on-the-fly teacher) "
+                        "are bert-train --task=distill's (DistillationTask)")
+    kind = distil.teacher_kind(teacher, f"{self.name}.fit: the teacher",
+                                     student=self)
+    mine, theirs = self.preprocessor, getattr(teacher, "preprocessor", None)
+    if theirs is not None:
+      distil.check_same_vocab(
+          f"{self.name}.fit",
+          (mine.vocabulary, mine.lower_case, "this model's preprocessor"),
+          (theirs.vocabulary, theirs.lower_case, "the teacher's preprocessor"))
     call = tf.function(lambda batch: teacher(batch, training=False),
                        reduce_retracing=True)
-    taught = mine.predict_features(call, features, 64)
-    targets = {f"teacher_{k}": np.asarray(v, np.float32)
-               for k, v in taught.items() if k in objectives.TAUGHT[kind]}
-    if kind == "tokens":
-      targets["teacher_logits"] = np.ascontiguousarray(
-          targets["teacher_logits"].transpose(0, 2, 1))
-      targets["word_start"] = features["word_start"]
-    labeled = y is not None
+    targets = distil.teacher_columns(
+        kind, mine.predict_features(call, features, 64))
+    n, labeled = len(features["input_word_ids"]), y is not None
     targets["has_label"] = np.full([n], float(labeled), np.float32)
     if kind == "tokens":
+      targets["word_start"] = features["word_start"]
       targets["label_ids"] = features["label_ids"]
     elif kind == "spans":
-      for k in ("start_positions", "end_positions"):
+      for k in distil.LABELS[kind]:
         targets[k] = features[k] if labeled else np.zeros([n], np.int32)
     elif labeled:
       targets["label"] = mine.targets(features)
@@ -244,14 +232,10 @@ class KerasTraining:
     loss to minimise (`bert.train_step.loss` over the global batch)."""
     names, epsilons = self.loss_names, self.loss_epsilons
     if isinstance(y, dict) and "has_label" in y:   # a distillation fit
-      from bert import losses as objectives  # pylint: disable=g-import-not-at-top
       kind, config = self._distillation
-      teacher = {k: y[f"teacher_{k}"] for k in objectives.TAUGHT[kind]}
-      if kind == "tokens":
-        teacher["logits"] = tf.transpose(teacher["logits"], [0, 2, 1])
-      stats = objectives.distillation_stats(
-          kind, outputs, teacher, y, y["has_label"], config.temperature,
-          config.alpha, input_mask=x["input_mask"], word_start=y.get("word_start"))
+      stats = distil.loss_stats(
+          kind, config, outputs, distil.teacher_outputs(kind, y),
+          dict(y, input_mask=x["input_mask"]))
       stats["loss"] = stats.pop("prediction_loss")
       names, epsilons = ("loss",), {}
       if not self._task_loss:
@@ -293,7 +277,7 @@ class KerasTraining:
     return super().metrics + list(getattr(self, "_stat_metrics", {}).values())
 
   def train_step(self, data):
-    """One step of `bert.train_step`, as `bert.training.Trainer` takes it."""
+    """One step of `bert.train_step`, as the custom loop takes it."""
     x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
     variables = self.trainable_variables
     with tf.GradientTape() as tape:
