@@ -270,7 +270,8 @@ def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
   """The reference's per-batch losses and accuracies from the sums, with
   `loss` = masked-LM loss + next-sentence loss."""
   num, den = stats["masked_lm_loss"]
-  out = dict(masked_lm_loss=num / (den + PRETRAINING_EPSILONS["masked_lm_loss"]))
+  epsilon = PRETRAINING_EPSILONS["masked_lm_loss"]
+  out = dict(masked_lm_loss=num / (den + epsilon))
   for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
     num, den = stats[name]
     out[name] = num / tf.maximum(den, 1.0)

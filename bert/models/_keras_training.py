@@ -195,7 +195,7 @@ class KerasTraining:
                         "attention losses and masking (an on-the-fly teacher) "
                         "are bert-train --task=distill's (DistillationTask)")
     kind = distil.teacher_kind(teacher, f"{self.name}.fit: the teacher",
-                                     student=self)
+                               student=self)
     mine, theirs = self.preprocessor, getattr(teacher, "preprocessor", None)
     if theirs is not None:
       distil.check_same_vocab(
