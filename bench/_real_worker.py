@@ -96,7 +96,7 @@ def _ours_train(spec, model_dir, data, seq):
   from bert.networks import BertEncoder  # pylint: disable=g-import-not-at-top
   from bert.tasks import FinetuningTask  # pylint: disable=g-import-not-at-top
   from bert.tasks.configs import DataFiles, EncoderSource, FinetuningInputs  # pylint: disable=g-import-not-at-top
-  from bert.tasks.base import example_weights, softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.losses import example_weights, softmax_stats  # pylint: disable=g-import-not-at-top
   from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
 
   class Rows(FinetuningTask):

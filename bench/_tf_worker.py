@@ -72,7 +72,8 @@ def _infer(encoder, spec):
 
 def _ours_train(spec):
   from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
-  from bert.tasks.base import Task, softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.losses import softmax_stats  # pylint: disable=g-import-not-at-top
+  from bert.tasks.base import Task  # pylint: disable=g-import-not-at-top
   from bert.training import OptimizerConfig, Trainer, build_optimizer  # pylint: disable=g-import-not-at-top
   features, labels = _inputs(spec)
   batch = dict(features, label=labels)

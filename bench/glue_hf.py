@@ -22,7 +22,7 @@ import transformers
 
 from bench import _torch_recipe
 from bert.data import classification_data as cd
-from bert.tasks.metrics import classification_metrics
+from bert.metrics import classification_metrics
 
 
 def encode(tokenizer, examples, seq_length):

@@ -27,7 +27,7 @@ from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
                                 TaggingData)
 from bert.tasks.token_classification import TokenClassificationTask
 from bert.training import run as run_lib
-from bert.training.optimization import OptimizerConfig, build_optimizer
+from bert.optimization import OptimizerConfig, build_optimizer
 from bert.training.trainer import Trainer
 
 

@@ -211,12 +211,12 @@ def test_every_config_class_is_covered():
   assert task_config_classes == {
       EncoderSource, FinetuningInputs, ScheduleConfig, HeadConfig,
       ClassificationData, TaggingData, SquadData, AnswerConfig,
-      MultipleChoiceData, PretrainingInputs, DistillationConfig}
+      MultipleChoiceData, PretrainingInputs}
   tasks = {PretrainingTask, ClassificationTask, QuestionAnsweringTask,
            TokenClassificationTask, MultipleChoiceTask}
   covered = {c[0] for c in CASES}
   assert covered == ({BertConfig, RuntimeConfig, OptimizerConfig,
-                      PretrainingDataConfig, DynamicMasker}
+                      DistillationConfig, PretrainingDataConfig, DynamicMasker}
                      | task_config_classes | tasks)
   assert {c[0] for c in TASK_CASES} == tasks
 

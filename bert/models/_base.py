@@ -226,6 +226,7 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
     preprocessor. A student to distil into (`fit(..., teacher=teacher)`;
     `bert-train --task=distill`: `student="teacher_layers:0,2,4"`)."""
     import dataclasses  # pylint: disable=g-import-not-at-top
+    from bert import distillation as distil  # pylint: disable=g-import-not-at-top
     from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
     if not isinstance(teacher, cls):
       raise ValueError(f"{cls.__name__}.from_teacher: the teacher is a "
@@ -234,12 +235,8 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
     if config is None:
       raise ValueError(f"{cls.__name__}.from_teacher: the teacher's encoder is "
                        "not a BertEncoder")
-    total = config.num_hidden_layers
-    layers = tuple(int(i) for i in layers)
-    if not layers or any(not 0 <= i < total for i in layers) or len(
-        set(layers)) != len(layers):
-      raise ValueError(f"{cls.__name__}.from_teacher: layers={list(layers)} "
-                       f"must be distinct blocks of the teacher's 0..{total - 1}")
+    layers = distil.check_blocks(f"{cls.__name__}.from_teacher: layers",
+                                 layers, config.num_hidden_layers)
     with precision_lib.policy_scope(teacher.dtype_policy.name):
       student = cls(BertEncoder(dataclasses.replace(
           config, num_hidden_layers=len(layers))),

@@ -1,14 +1,17 @@
 """Keras training of the task models: `compile` with the library's
 fine-tuning recipe, `fit`/`evaluate`/`predict` on raw text through the
-model's preprocessor, and the train/test steps `bert-train` also takes."""
+model's preprocessor, and the training step `bert-train` also takes
+(`bert.train_step`)."""
 
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
+from bert import distillation as distil
+from bert import train_step as step
 from bert.models import _keras_raw as raw_inputs
 from bert.validation import ConfigError
 
@@ -19,14 +22,17 @@ class KerasTraining:
   `default_metrics`; `preprocessor` comes from `EncoderModel`."""
 
   # The task's loss and metrics as (numerator, denominator) sums of a batch
-  # (`bert.tasks.objectives`, shared with the custom training loop); None:
-  # `compile` needs an explicit loss.
+  # (`bert.losses`, shared with the custom training loop); None: `compile`
+  # needs an explicit loss.
   def objective(self, x, y, outputs):
     del x, y, outputs
     return None
 
-  # The names of the objective's stats.
+  # The names of the objective's stats; those that make the loss, and their
+  # denominators' epsilons (`bert.train_step.loss`).
   stat_names: Sequence[str] = ()
+  loss_names: Sequence[str] = ("loss",)
+  loss_epsilons: Mapping[str, float] = {}
 
   def default_metrics(self):
     """Keras metrics on `outputs[main_output]` beyond the objective's."""
@@ -40,11 +46,11 @@ class KerasTraining:
     optimizer: "auto" (or an `OptimizerConfig`): AdamW with lr 5e-5, weight
       decay 0.01 except LayerNorm weights and biases, 10% linear warmup and
       linear decay to 0 over the steps the first `fit` runs, global-norm
-      clipping 1.0 (`bert.training.OptimizerConfig`, the recipe `bert-train`
-      and `run_experiment` use); or any Keras optimizer (then clipping is
-      off unless its own).
-    loss: "auto": the task's loss (`bert.tasks.objectives`); or a Keras
-      loss applied to `outputs[main_output]`.
+      clipping 1.0 (`bert.optimization.OptimizerConfig`, the recipe
+      `bert-train` and `run_experiment` use); or any Keras optimizer (then
+      clipping is off unless its own).
+    loss: "auto": the task's loss (`bert.losses`); or a Keras loss applied
+      to `outputs[main_output]`.
     metrics: "auto": the task's metrics (the objective's, e.g. accuracy,
       plus `default_metrics()`, e.g. F1 for two classes); or a list of
       Keras metrics on `outputs[main_output]` (the objective's are still
@@ -53,7 +59,7 @@ class KerasTraining:
       `from_pretrained(precision="auto")` chose (fp32: XLA; bf16: none),
       else off.
     """
-    from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+    from bert.optimization import (  # pylint: disable=g-import-not-at-top
         OptimizerConfig)
     self._recipe, self.clip_norm = None, 0.0
     if isinstance(optimizer, str) and optimizer == "auto":
@@ -77,8 +83,8 @@ class KerasTraining:
     if not hasattr(self, "_stat_metrics"):
       # Not tracked as the model's own (their sums are no weights of the
       # model); `metrics` lists them, so Keras reports and resets them.
-      object.__setattr__(self, "_stat_metrics", {
-          name: tf_keras.metrics.Mean(name=name) for name in self.stat_names})
+      object.__setattr__(self, "_stat_metrics",
+                         step.stat_means(self.stat_names))
 
   def check_targets(self, x, y) -> None:
     """Checks in-memory targets `y` of the encoder's int inputs `x` (a
@@ -127,7 +133,7 @@ class KerasTraining:
     same vocabulary), this model learns from the teacher's outputs on `x`,
     computed once before the first step, as `DistillationTask` does:
     soft targets at temperature T against the labels `y`, weighed by alpha
-    (`distillation`, a `bert.tasks.configs.DistillationConfig`; default
+    (`distillation`, a `bert.distillation.DistillationConfig`; default
     T = 2, alpha = 0.5). `y` may be None (unlabeled text: soft targets only).
     The inner-layer (TinyBERT) losses need the teacher in every step:
     `bert-train --task=distill`.
@@ -157,7 +163,7 @@ class KerasTraining:
     if raw:
       batch_size = None
     if getattr(self, "_recipe", None) is not None:
-      from bert.training.optimization import (  # pylint: disable=g-import-not-at-top
+      from bert.optimization import (  # pylint: disable=g-import-not-at-top
           build_optimizer)
       steps = _fit_steps(x, batch_size, epochs, kwargs.get("steps_per_epoch"),
                          kwargs.get("initial_epoch", 0))
@@ -177,49 +183,36 @@ class KerasTraining:
 
   def _distillation_targets(self, teacher, config, features, y):
     """The targets of a distillation `fit`: the labels (placeholders without
-    `y`), `has_label`, and the teacher's outputs (`teacher_<name>`; token
-    logits as [rows, tags, seq], so batches cut their sequence axis)."""
-    from bert.tasks.configs import DistillationConfig  # pylint: disable=g-import-not-at-top
-    config = config or DistillationConfig()
-    if not isinstance(config, DistillationConfig):
+    `y`), `has_label`, and the teacher's outputs (`bert.distillation.
+    teacher_columns`), after the checks `DistillationTask` makes too."""
+    config = config or distil.DistillationConfig()
+    if not isinstance(config, distil.DistillationConfig):
       raise ConfigError(f"{self.name}.fit: distillation must be a "
                         f"DistillationConfig, got {type(config).__name__}")
-    if config.intermediate or config.teacher_outputs == "on_the_fly":
+    if config.on_the_fly:
       raise ConfigError(f"{self.name}.fit(teacher=...) learns from the "
                         "teacher's outputs, computed once; the hidden-state and "
-                        "attention losses (an on-the-fly teacher) are "
-                        "bert-train --task=distill's (DistillationTask)")
-    kind = getattr(self, "distillation_kind", None)
-    if kind is None or getattr(teacher, "distillation_kind", None) != kind:
-      raise ConfigError(f"{self.name}.fit: the teacher must be a trained model "
-                        f"of this task ({type(self).__name__}), got "
-                        f"{type(teacher).__name__}")
-    mine = self.preprocessor
-    theirs = getattr(teacher, "preprocessor", None)
-    if theirs is not None and (theirs.vocabulary != mine.vocabulary
-                               or theirs.lower_case != mine.lower_case):
-      raise ConfigError(f"{self.name}.fit: the teacher's vocabulary ("
-                        f"{len(theirs.vocabulary)} tokens, lower_case="
-                        f"{theirs.lower_case}) is not this model's "
-                        f"({len(mine.vocabulary)}, lower_case={mine.lower_case})"
-                        "; student and teacher must share one vocabulary")
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
-    n = len(features["input_word_ids"])
+                        "attention losses and masking (an on-the-fly teacher) "
+                        "are bert-train --task=distill's (DistillationTask)")
+    kind = distil.teacher_kind(teacher, f"{self.name}.fit: the teacher",
+                               student=self)
+    mine, theirs = self.preprocessor, getattr(teacher, "preprocessor", None)
+    if theirs is not None:
+      distil.check_same_vocab(
+          f"{self.name}.fit",
+          (mine.vocabulary, mine.lower_case, "this model's preprocessor"),
+          (theirs.vocabulary, theirs.lower_case, "the teacher's preprocessor"))
     call = tf.function(lambda batch: teacher(batch, training=False),
                        reduce_retracing=True)
-    taught = mine.predict_features(call, features, 64)
-    targets = {f"teacher_{k}": np.asarray(v, np.float32)
-               for k, v in taught.items() if k in objectives.TAUGHT[kind]}
-    if kind == "tokens":
-      targets["teacher_logits"] = np.ascontiguousarray(
-          targets["teacher_logits"].transpose(0, 2, 1))
-      targets["word_start"] = features["word_start"]
-    labeled = y is not None
+    targets = distil.teacher_columns(
+        kind, mine.predict_features(call, features, 64))
+    n, labeled = len(features["input_word_ids"]), y is not None
     targets["has_label"] = np.full([n], float(labeled), np.float32)
     if kind == "tokens":
+      targets["word_start"] = features["word_start"]
       targets["label_ids"] = features["label_ids"]
     elif kind == "spans":
-      for k in ("start_positions", "end_positions"):
+      for k in distil.LABELS[kind]:
         targets[k] = features[k] if labeled else np.zeros([n], np.int32)
     elif labeled:
       targets["label"] = mine.targets(features)
@@ -227,7 +220,7 @@ class KerasTraining:
       targets["label"] = np.full([n], -1 if kind == "classification" else 0,
                                  np.int32 if kind == "classification" else np.float32)
     for name in ("soft_loss", "hard_loss"):
-      self._stat_metrics.setdefault(name, tf_keras.metrics.Mean(name=name))
+      self._stat_metrics.setdefault(name, step.StatMean(name=name))
     object.__setattr__(self, "_distillation", (kind, config))
     return targets
 
@@ -235,43 +228,41 @@ class KerasTraining:
     return type(self).objective is not KerasTraining.objective
 
   def _step_stats(self, x, y, outputs, sample_weight):
-    """The objective's stats of a batch and the loss to minimise."""
+    """The objective's stats of a batch, and this replica's share of the
+    loss to minimise (`bert.train_step.loss` over the global batch)."""
+    names, epsilons = self.loss_names, self.loss_epsilons
     if isinstance(y, dict) and "has_label" in y:   # a distillation fit
-      from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
       kind, config = self._distillation
-      teacher = {k: y[f"teacher_{k}"] for k in objectives.TAUGHT[kind]}
-      if kind == "tokens":
-        teacher["logits"] = tf.transpose(teacher["logits"], [0, 2, 1])
-      stats = objectives.distillation_stats(
-          kind, outputs, teacher, y, y["has_label"], config.temperature,
-          config.alpha, input_mask=x["input_mask"], word_start=y.get("word_start"))
+      stats = distil.loss_stats(
+          kind, config, outputs, distil.teacher_outputs(kind, y),
+          dict(y, input_mask=x["input_mask"]))
       stats["loss"] = stats.pop("prediction_loss")
+      names, epsilons = ("loss",), {}
       if not self._task_loss:
         raise ValueError(f"{self.name}.fit(teacher=...) needs the task's loss: "
                          "compile(loss='auto')")
-      return stats, tf.math.divide_no_nan(*stats["loss"])
-    stats = self.objective(x, y, outputs) if self._has_objective() else {}
+    else:
+      stats = self.objective(x, y, outputs) if self._has_objective() else {}
+    ctx = tf.distribute.get_replica_context()
+    replicas = ctx.num_replicas_in_sync if ctx else 1
     if self._task_loss:
       if sample_weight is not None:
         raise ValueError(f"{self.name}: sample_weight needs a Keras loss in "
                          "compile(loss=...); the task's loss weighs examples "
                          "itself (e.g. -1 labels)")
-      numerator, denominator = stats["loss"]
-      loss = tf.math.divide_no_nan(numerator, denominator)
-    else:
-      loss = self.compiled_loss(y, outputs[self.main_output], sample_weight)
+      denominators = step.global_sums({k: stats[k][1] for k in names})
+      loss = step.loss(stats, denominators, names, epsilons)
+    else:   # each replica's share of the mean over the global batch
+      loss = self.compiled_loss(y, outputs[self.main_output],
+                                sample_weight) / replicas
     if self.losses:
-      loss += tf.add_n(self.losses)
+      loss += tf.add_n(self.losses) / replicas
     return stats, loss
 
   def _metrics_of_step(self, y, outputs, sample_weight, stats):
-    for name, (numerator, denominator) in stats.items():
-      if name == "loss" and not self._task_loss:
-        continue   # Keras' own tracker reports the compiled loss
-      # Batch ratios weighted by their denominators: sum(num) / sum(den)
-      # over the epoch, as the custom loop reports a stat.
-      self._stat_metrics[name].update_state(
-          tf.math.divide_no_nan(numerator, denominator), sample_weight=denominator)
+    # Keras' own tracker reports a compiled loss.
+    step.record(self._stat_metrics, stats,
+                skip=() if self._task_loss else ("loss",))
     if self._output_metrics:
       if isinstance(y, dict) and "has_label" in y:   # a distillation fit
         if "label" not in y:
@@ -286,36 +277,17 @@ class KerasTraining:
     return super().metrics + list(getattr(self, "_stat_metrics", {}).values())
 
   def train_step(self, data):
-    """One step as `bert.training.Trainer` takes it: gradients summed over
-    replicas, then clipped to global norm `clip_norm`, then applied."""
+    """One step of `bert.train_step`, as the custom loop takes it."""
     x, y, sample_weight = tf_keras.utils.unpack_x_y_sample_weight(data)
-    ctx = tf.distribute.get_replica_context()
-    replicas = ctx.num_replicas_in_sync if ctx else 1
-    scaled = isinstance(self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    variables = self.trainable_variables
     with tf.GradientTape() as tape:
       outputs = self(x, training=True)
       stats, loss = self._step_stats(x, y, outputs, sample_weight)
-      # Each replica's share of the mean over the global batch.
-      loss = loss / replicas
-      if scaled:
-        loss = self.optimizer.get_scaled_loss(loss)
-    variables = self.trainable_variables
-    grads = tape.gradient(loss, variables)
-    if replicas > 1:
-      grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-    if scaled:
-      grads = self.optimizer.get_unscaled_gradients(grads)
-    if self.clip_norm:
-      # The norm of the summed gradient: embedding rows that several tokens
-      # of the batch look up are summed first (as a dense gradient is).
-      grads = [_summed_rows(g) for g in grads]
-      grads, _ = tf.clip_by_global_norm(grads, self.clip_norm)
-    # Weights the loss does not reach (the pooler, under a token head) get
-    # a zero gradient, as in the custom loop: weight decay still applies.
-    grads = [tf.zeros_like(v) if g is None else g
-             for g, v in zip(grads, variables)]
-    self.optimizer.apply_gradients(zip(grads, variables),
-                                   experimental_aggregate_gradients=False)
+    ctx = tf.distribute.get_replica_context()
+    one_replica = ctx is None or ctx.num_replicas_in_sync == 1
+    grads = step.gradients(tape, loss, variables, self.optimizer,
+                           dense=not one_replica)
+    step.apply_gradients(self.optimizer, grads, variables, self.clip_norm)
     return self._metrics_of_step(y, outputs, sample_weight, stats)
 
   def test_step(self, data):
@@ -354,15 +326,6 @@ def _make_dropout_generators(model):
     if getattr(rng, "_generator", None) is not None:
       generators.append(rng._generator)   # pylint: disable=protected-access
   return generators
-
-
-def _summed_rows(grad):
-  """An IndexedSlices gradient with each row once (duplicates summed)."""
-  if not isinstance(grad, tf.IndexedSlices):
-    return grad
-  rows, index = tf.unique(grad.indices)
-  values = tf.math.unsorted_segment_sum(grad.values, index, tf.shape(rows)[0])
-  return tf.IndexedSlices(values, rows, grad.dense_shape)
 
 
 def _fit_steps(x, batch_size, epochs, steps_per_epoch, initial_epoch) -> int:

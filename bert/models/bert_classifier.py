@@ -74,8 +74,8 @@ class BertClassifier(EncoderModel):
 
   def objective(self, x, y, outputs):
     """y: int labels [batch] (regression: float targets)."""
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
-    return objectives.classification_stats(outputs["logits"], y,
+    from bert import losses  # pylint: disable=g-import-not-at-top
+    return losses.classification_stats(outputs["logits"], y,
                                            regression=self.num_classes == 1)
 
   def check_targets(self, x, y):
@@ -86,5 +86,5 @@ class BertClassifier(EncoderModel):
       inputs.class_ids(y, "y", self.num_classes)
 
   def default_metrics(self):
-    from bert.tasks import metrics  # pylint: disable=g-import-not-at-top
+    from bert import metrics  # pylint: disable=g-import-not-at-top
     return [metrics.BinaryF1()] if self.num_classes == 2 else []

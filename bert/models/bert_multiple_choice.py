@@ -59,8 +59,8 @@ class BertMultipleChoice(EncoderModel):
 
   def objective(self, x, y, outputs):
     """y: int index of the right choice [batch]."""
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
-    return objectives.classification_stats(outputs["logits"], y)
+    from bert import losses  # pylint: disable=g-import-not-at-top
+    return losses.classification_stats(outputs["logits"], y)
 
   def check_targets(self, x, y):
     """y: the index of the right choice, in [0, num_choices)."""

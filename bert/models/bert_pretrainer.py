@@ -5,6 +5,7 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras
 
+from bert import losses
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models._base import EncoderModel, per_example
@@ -60,15 +61,16 @@ class BertPretrainer(EncoderModel):
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "masked_lm_loss", "next_sentence_loss",
                 "masked_lm_accuracy", "next_sentence_accuracy")
+  loss_names = losses.PRETRAINING_LOSSES
+  loss_epsilons = losses.PRETRAINING_EPSILONS
   main_output = "masked_lm_logits"
 
   def objective(self, x, y, outputs):
     """y: {"masked_lm_ids", "masked_lm_weights", "next_sentence_labels"}
     (the google-research feature names); the loss is the reference's
     masked-LM loss + next-sentence loss of the batch."""
-    from bert.tasks import pretraining  # pylint: disable=g-import-not-at-top
-    stats = pretraining.pretraining_stats(dict(x, **y), outputs)
-    stats["loss"] = (pretraining.batch_values(stats)["loss"], tf.constant(1.0))
+    stats = losses.pretraining_stats(dict(x, **y), outputs)
+    stats["loss"] = (losses.batch_values(stats)["loss"], tf.constant(1.0))
     return stats
 
   def call(self, inputs, training=None):

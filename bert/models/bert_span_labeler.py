@@ -49,7 +49,7 @@ class BertSpanLabeler(EncoderModel):
   def objective(self, x, y, outputs):
     """y: {"start_positions", "end_positions"}: int [batch] token indices
     (0, the [CLS] token, for no answer)."""
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
-    return objectives.span_stats(outputs["start_logits"], outputs["end_logits"],
+    from bert import losses  # pylint: disable=g-import-not-at-top
+    return losses.span_stats(outputs["start_logits"], outputs["end_logits"],
                                  y["start_positions"], y["end_positions"],
                                  x["input_mask"])

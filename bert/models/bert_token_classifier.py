@@ -61,8 +61,8 @@ class BertTokenClassifier(EncoderModel):
 
   def objective(self, x, y, outputs):
     """y: int label ids [batch, seq], -1 where no tag is predicted."""
-    from bert.tasks import objectives  # pylint: disable=g-import-not-at-top
-    return objectives.token_stats(outputs["logits"], y)
+    from bert import losses  # pylint: disable=g-import-not-at-top
+    return losses.token_stats(outputs["logits"], y)
 
   def check_targets(self, x, y):
     """y: tag ids [batch, seq] in [0, num_classes), -1 where untagged."""

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 import tensorflow as tf
 import tf_keras
 
+from bert import distillation as distil
 from bert.io import AtomicSave
 from bert.layers._util import initializer
 from bert.validation import ConfigError
@@ -119,17 +120,10 @@ def _check_pair(student, teacher, layer_map, intermediate: bool) -> None:
   if not hasattr(student, "call_with_internals"):   # an EncoderModel
     raise ConfigError(f"Distiller.student must be a task model (e.g. a "
                       f"BertClassifier), got {type(student).__name__}")
-  if teacher is not None and not isinstance(teacher, type(student)):
-    raise ConfigError(f"Distiller.teacher must be a {type(student).__name__} "
-                      f"like the student, got {type(teacher).__name__}")
-  if not intermediate or teacher is None:
+  if teacher is None:
     return
-  blocks = len(student.encoder.transformer_layers)
-  total = len(teacher.encoder.transformer_layers)
-  layers = list(layer_map or ())
-  if len(layers) != blocks or any(
-      isinstance(j, bool) or not isinstance(j, int) or not 0 <= j < total
-      for j in layers):
-    raise ConfigError(f"Distiller.layer_map must give each of the student's "
-                      f"{blocks} blocks a teacher block in 0..{total - 1}, got "
-                      f"{layers}")
+  distil.teacher_kind(teacher, "Distiller.teacher", student=student)
+  if intermediate:
+    distil.check_layer_map("Distiller.layer_map", layer_map or (),
+                           len(student.encoder.transformer_layers),
+                           len(teacher.encoder.transformer_layers))

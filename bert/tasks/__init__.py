@@ -6,8 +6,8 @@ from bert.tasks.distillation import DistillationTask
 from bert.tasks.finetuning import FinetuningTask
 from bert.tasks.multiple_choice import MultipleChoiceTask
 from bert.tasks.question_answering import QuestionAnsweringTask
-from bert.tasks.pretraining import (PretrainingTask, pretraining_losses,
-                                    pretraining_stats)
+from bert.losses import pretraining_losses, pretraining_stats
+from bert.tasks.pretraining import PretrainingTask
 from bert.tasks.token_classification import TokenClassificationTask
 
 __all__ = ["ClassificationTask", "DistillationTask", "FinetuningTask", "MultipleChoiceTask",

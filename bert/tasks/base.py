@@ -10,7 +10,7 @@ the same update as one batch of size N*B, and two workers give the same loss
 as one worker with the same global batch.
 """
 
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence
 
 import gin
 import numpy as np
@@ -18,10 +18,8 @@ import tensorflow as tf
 import tf_keras
 
 from bert.checkpoints import init_from_checkpoint
+from bert.losses import Stats
 from bert.validation import ConfigError
-
-# name -> (numerator, denominator): scalar float32 sums over a (micro-)batch.
-Stats = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
 
 
 class Task:
@@ -34,6 +32,9 @@ class Task:
   # Stats that are summed (each as numerator / global denominator) into the
   # loss that is minimised. Every other stat is only reported.
   loss_names: Sequence[str] = ()
+  # An epsilon added to a loss stat's denominator (see `bert.train_step`);
+  # none unless a reference adds one (the masked-LM loss).
+  loss_epsilons: Mapping[str, float] = {}
   # Every stat `compute_stats` returns (loss terms and metrics), in report
   # order; the loop creates one running sum per name up front.
   stat_names: Sequence[str] = ()
@@ -121,35 +122,6 @@ class Task:
     """(task, model) as a trained run of this task is served, exported and
     used as a teacher; a distillation run gives its student's."""
     return self, model
-
-
-def example_weights(features: Mapping[str, tf.Tensor],
-                    labels: tf.Tensor) -> tf.Tensor:
-  """float32 weights shaped like `labels` (one per example): 1, or for
-  packed rows `packed_example_mask` (0 for the empty slots)."""
-  if "packed_example_mask" in features:
-    return tf.reshape(tf.cast(features["packed_example_mask"], tf.float32),
-                      tf.shape(labels))
-  return tf.ones_like(labels, tf.float32)
-
-
-def softmax_stats(logits: tf.Tensor, labels: tf.Tensor,
-                  weights: Optional[tf.Tensor] = None) -> Stats:
-  """`loss` (softmax cross-entropy) and `accuracy` sums of a batch.
-
-  logits [..., classes]; labels int [...]; weights [...] (default 1): the
-  denominators are the summed weights.
-  """
-  labels = tf.cast(labels, tf.int32)
-  weights = (tf.ones_like(labels, tf.float32) if weights is None
-             else tf.cast(weights, tf.float32))
-  per_item = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=labels, logits=logits)
-  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                             labels), tf.float32)
-  n = tf.reduce_sum(weights)
-  return dict(loss=(tf.reduce_sum(per_item * weights), n),
-              accuracy=(tf.reduce_sum(correct * weights), n))
 
 
 @gin.configurable

@@ -17,15 +17,15 @@ import tensorflow as tf
 from bert.data import classification_data as cd
 from bert.models.bert_classifier import BertClassifier
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import example_weights
+from bert.losses import example_weights
 from bert.models.preprocessors import TextClassifierPreprocessor
-from bert.tasks.objectives import classification_stats
+from bert.losses import classification_stats
 from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig, ScheduleConfig,
                                 or_default)
 from bert.tasks.finetuning import FinetuningTask
 from bert.validation import ConfigError
-from bert.tasks.metrics import classification_metrics, regression_metrics
+from bert.metrics import classification_metrics, regression_metrics
 
 
 @gin.configurable

@@ -31,85 +31,35 @@ import numpy as np
 import tensorflow as tf
 
 from bert import checkpoints
+from bert import distillation as distil
 from bert.config import BertConfig
-from bert.data import ner_data
-from bert.io import text_lines
+from bert.distillation import DistillationConfig
 from bert.layers.token_masking import TokenMasking
 from bert.models._base import copy_teacher_layers
 from bert.models.distiller import Distiller
-from bert.tasks import objectives
 from bert.tasks.base import Task
-from bert.tasks.configs import (DistillationConfig, EncoderSource,
-                                FinetuningInputs, HeadConfig, ScheduleConfig,
-                                SquadData, or_default)
+from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
+                                ScheduleConfig, SquadData, or_default)
 from bert.tasks.finetuning_inputs import EncodedInputs
-from bert.tasks.multiple_choice import MultipleChoiceTask
+from bert.tasks import trained_run
+from bert.tasks import transfer_text
 from bert.tasks.question_answering import QuestionAnsweringTask
-from bert.data.errors import DataError
 from bert.validation import ConfigError, check_str
 
 TEACHER_LAYERS = "teacher_layers:"
 SHAPE = "shape:"
 
-# The gold labels each kind reads from the features.
-_LABELS = dict(classification=("label",), regression=("label",),
-               tokens=("label_ids",), spans=("start_positions", "end_positions"))
-
-
-def teacher_kind(model, teacher_dir: str) -> str:
-  """What a teacher model predicts (its `distillation_kind`, the attribute
-  `fit(teacher=...)` reads too): classification (also multiple choice),
-  regression, tokens or spans."""
-  kind = getattr(model, "distillation_kind", None)
-  if kind is None:
-    raise ConfigError(f"DistillationTask.teacher={teacher_dir!r}: a "
-                      f"{type(model).__name__} cannot teach; classification, "
-                      "regression, multiple choice, token classification and "
-                      "QA runs can")
-  return kind
-
 
 def parse_teacher_layers(spec: str, teacher_layers: int) -> Tuple[int, ...]:
   """The teacher blocks of `teacher_layers:0,2,4`, checked."""
-  text = spec[len(TEACHER_LAYERS):]
   try:
-    taken = tuple(int(x) for x in text.split(","))
+    taken = tuple(int(x) for x in spec[len(TEACHER_LAYERS):].split(","))
   except ValueError:
     raise ConfigError(f"DistillationTask.student={spec!r}: expected "
                       "teacher_layers: and comma-separated block indices, "
                       "e.g. teacher_layers:0,2,4") from None
-  bad = [i for i in taken if not 0 <= i < teacher_layers]
-  if bad or not taken:
-    raise ConfigError(f"DistillationTask.student={spec!r}: the teacher has "
-                      f"blocks 0..{teacher_layers - 1}")
-  if len(set(taken)) != len(taken):
-    raise ConfigError(f"DistillationTask.student={spec!r}: a block is taken "
-                      "twice")
-  return taken
-
-
-def check_same_vocab(student_task, teacher_task, student_spec: str,
-                     teacher_dir: str) -> None:
-  """The student must read the teacher's word pieces with its casing: one
-  encoding feeds both."""
-  s_file, t_file = student_task.vocab_file, teacher_task.vocab_file
-  s_vocab, t_vocab = student_task.tokenizer.vocab, teacher_task.tokenizer.vocab
-  if list(s_vocab) != list(t_vocab):
-    if len(s_vocab) != len(t_vocab):
-      how = f"{len(s_vocab)} tokens against {len(t_vocab)}"
-    else:
-      line = next(i for i, (a, b) in enumerate(zip(s_vocab, t_vocab)) if a != b)
-      how = (f"line {line + 1} is {s_vocab[line]!r} against "
-             f"{t_vocab[line]!r}")
-    raise ConfigError(f"DistillationTask: the student's vocab {s_file} "
-                      f"(student={student_spec!r}) is not the teacher's "
-                      f"{t_file} (teacher run {teacher_dir}): {how}; student "
-                      "and teacher must share one vocabulary")
-  if student_task.tokenizer.lower_case != teacher_task.tokenizer.lower_case:
-    raise ConfigError(f"DistillationTask: the student's casing "
-                      f"(do_lower_case={student_task.tokenizer.lower_case}, "
-                      f"{s_file}) is not the teacher's ({t_file}: "
-                      f"do_lower_case={teacher_task.tokenizer.lower_case})")
+  return distil.check_blocks(f"DistillationTask.student={spec!r}", taken,
+                             teacher_layers)
 
 
 @gin.configurable
@@ -141,7 +91,6 @@ class DistillationTask(Task):
                inputs: Optional[FinetuningInputs] = None,
                head: Optional[HeadConfig] = None,
                schedule: Optional[ScheduleConfig] = None):
-    from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
     owner = "DistillationTask"
     for name, value in (("teacher", teacher), ("student", student)):
       if value is None:
@@ -161,24 +110,27 @@ class DistillationTask(Task):
     self.teacher_dir, self.student_spec = teacher, student
     (self.teacher_task, self.teacher_model,
      self.teacher_checkpoint) = trained_run.load_trained_run(teacher)
-    self.kind = teacher_kind(self.teacher_model, teacher)
+    self.kind = distil.teacher_kind(self.teacher_model,
+                                    f"{owner}.teacher={teacher!r}")
     inputs = or_default(owner, "inputs", inputs, FinetuningInputs)
     if inputs.pack:
       raise ConfigError(f"{owner}: FinetuningInputs.pack=True is not supported "
                         "for distillation")
     self.taken = None
     self.student_task = self._student_task(inputs, head, schedule, data_dir)
-    check_same_vocab(self.student_task, self.teacher_task, student, teacher)
-    self.config = self.student_task.config
-    self.initial_checkpoint = self.student_task.initial_checkpoint
-    self.layer_map = self._layer_map()
-    self.loss_names = ("prediction_loss",) + tuple(
-        name for name, weight in (
-            ("hidden_loss", self.distillation.hidden_weight),
-            ("attention_loss", self.distillation.attention_weight)) if weight)
+    st, tt = self.student_task, self.teacher_task
+    distil.check_same_vocab(
+        owner, (st.tokenizer.vocab, st.tokenizer.lower_case,
+                f"{st.vocab_file}, student={student!r}"),
+        (tt.tokenizer.vocab, tt.tokenizer.lower_case,
+         f"{tt.vocab_file}, teacher run {teacher}"))
+    self.config = st.config
+    self.initial_checkpoint = st.initial_checkpoint
+    self.layer_map = distil.inner_layer_map(self.distillation, st.config,
+                                            tt.config)
+    self.loss_names = self.distillation.loss_names
     self.stat_names = self.loss_names + ("soft_loss", "hard_loss") + (
         ("accuracy",) if self.kind in ("classification", "tokens") else ())
-    st = self.student_task
     self.pipeline = EncodedInputs(self.encode, st.inputs, st.seq_length,
                                   st.length_buckets, {}, owner,
                                   st.config.hidden_size)
@@ -238,21 +190,6 @@ class DistillationTask(Task):
       lower_case = teacher.tokenizer.lower_case
     return EncoderSource(init_checkpoint=spec, do_lower_case=lower_case)
 
-  def _layer_map(self) -> Tuple[int, ...]:
-    d = self.distillation
-    if not d.intermediate:
-      return ()
-    student, teacher = self.config, self.teacher_task.config
-    if d.attention_weight and (student.num_attention_heads
-                               != teacher.num_attention_heads):
-      raise ConfigError(
-          f"DistillationConfig.attention_weight={d.attention_weight}: the "
-          f"student has {student.num_attention_heads} attention heads, the "
-          f"teacher {teacher.num_attention_heads}; the attention loss needs "
-          "equal head counts")
-    return d.student_layer_map(student.num_hidden_layers,
-                               teacher.num_hidden_layers)
-
   def trained_model(self, model):
     return self.student_task, model.student
 
@@ -275,85 +212,17 @@ class DistillationTask(Task):
     n = len(data["input_word_ids"])
     data["has_label"] = np.ones([n], np.float32)
     if split == "train" and self.transfer_files:
-      data = self._with_transfer_rows(data)
+      data, self._transfer_origins = transfer_text.with_transfer_rows(
+          data, self.transfer_files, self.student_task, self.kind)
     if not self.distillation.on_the_fly and split != "predict":
       data.update(self._teacher_columns(data))
     return data
 
   def _teacher_columns(self, data) -> Dict[str, np.ndarray]:
-    """The teacher's outputs on `data`'s rows, as `teacher_<output>` columns;
-    token logits as [rows, tags, seq], so the sequence axis is the last one
-    and batches cut it to their length bucket like every other column."""
-    names = objectives.TAUGHT[self.kind]
+    """The teacher's outputs on `data`'s rows (`distil.teacher_columns`)."""
     inputs = self.student_task.model_inputs(data)
-    out = self.student_task.pipeline.outputs(self.teacher_model, inputs,
-                                             self.student_task.sequence_outputs)
-    columns = {f"teacher_{k}": np.asarray(out[k], np.float32) for k in names}
-    if self.kind == "tokens":
-      columns["teacher_logits"] = np.ascontiguousarray(
-          columns["teacher_logits"].transpose(0, 2, 1))
-    return columns
-
-  def teacher_outputs(self, features) -> Dict[str, tf.Tensor]:
-    """The cached teacher outputs of a batch, in the model's layout."""
-    out = {k: features[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
-    if self.kind == "tokens":
-      out["logits"] = tf.transpose(out["logits"], [0, 2, 1])
-    return out
-
-  # --------------------------------------------------------- transfer text
-  def _with_transfer_rows(self, data):
-    """`data` plus the transfer files' rows, unlabeled (`has_label` 0)."""
-    rows, origins = self._encode_transfer()
-    n = len(rows["input_word_ids"])
-    if not n:
-      raise DataError(f"DistillationTask.transfer_files: no text in "
-                      f"{', '.join(self.transfer_files)}")
-    rows["has_label"] = np.zeros([n], np.float32)
-    fill = dict(label=-1, label_ids=-1)
-    merged = {}
-    for key, column in data.items():
-      extra = rows.get(key)
-      if extra is None:
-        extra = np.full((n,) + column.shape[1:], fill.get(key, 0), column.dtype)
-      merged[key] = np.concatenate([column, np.asarray(extra, column.dtype)])
-    self._transfer_origins = origins
-    logging.info("DistillationTask: %d training rows of the task, %d of "
-                 "transfer text (%s)", len(data["input_word_ids"]), n,
-                 ", ".join(self.transfer_files))
-    return merged
-
-  def _encode_transfer(self):
-    st = self.student_task
-    if self.kind == "spans" or isinstance(st, MultipleChoiceTask):
-      raise ConfigError("DistillationTask.transfer_files: transfer text is "
-                        "read for classification and tagging teachers (a QA "
-                        "or multiple-choice example is more than a line)")
-    lines = []
-    for path in self.transfer_files:
-      lines += [(path, number, line.rstrip("\r\n"))
-                for number, line in text_lines(path) if line.strip()]
-    origins = [f"{path}: line {number}" for path, number, _ in lines]
-    if self.kind == "tokens":
-      sentences = [ner_data.Sentence(words=text.split(), tags=None, line=number)
-                   for _, number, text in lines]
-      rows = ner_data.encode_sentences(sentences, st.tokenizer, st.seq_length)
-      return rows, [origins[i] for i in rows["sentence_id"]]
-    pairs = st.preprocessor().text_pairs
-    texts_a, texts_b = [], []
-    for path, number, text in lines:
-      parts = text.split("\t")
-      if len(parts) != (2 if pairs else 1):
-        raise DataError(f"{path}:{number}: expected "
-                        f"{'two tab-separated texts' if pairs else 'one text (no tab)'}"
-                        f" for this {'sentence-pair' if pairs else 'single-sentence'} "
-                        f"teacher, got {len(parts)} field(s)")
-      texts_a.append(parts[0])
-      if pairs:
-        texts_b.append(parts[1])
-    rows = st.tokenizer.encode(texts_a, texts_b if pairs else None,
-                               st.seq_length)
-    return rows, origins
+    return distil.teacher_columns(self.kind, self.student_task.pipeline.outputs(
+        self.teacher_model, inputs, self.student_task.sequence_outputs))
 
   def record_files(self):
     return self.student_task.record_files()
@@ -419,27 +288,12 @@ class DistillationTask(Task):
     return dens
 
   def compute_stats(self, features, outputs):
-    d = self.distillation
-    if d.on_the_fly:
-      teacher = {k: outputs[f"teacher_{k}"] for k in objectives.TAUGHT[self.kind]}
+    if self.distillation.on_the_fly:
+      teacher = {k: outputs[f"teacher_{k}"] for k in distil.TAUGHT[self.kind]}
     else:
-      teacher = self.teacher_outputs(features)
-    stats = objectives.distillation_stats(
-        self.kind, outputs, teacher,
-        {k: features[k] for k in _LABELS[self.kind]}, features["has_label"],
-        d.temperature, d.alpha, input_mask=features["input_mask"],
-        word_start=features.get("word_start"))
-    mask = features["input_mask"]
-    if d.hidden_weight:
-      num, den = objectives.hidden_state_stats(
-          outputs["student_hidden"], outputs["teacher_hidden"], mask)["hidden_loss"]
-      stats["hidden_loss"] = (d.hidden_weight * num, den)
-    if d.attention_weight:
-      num, den = objectives.attention_stats(
-          outputs["student_attention"], outputs["teacher_attention"],
-          mask)["attention_loss"]
-      stats["attention_loss"] = (d.attention_weight * num, den)
-    return stats
+      teacher = distil.teacher_outputs(self.kind, features)
+    return distil.loss_stats(self.kind, self.distillation, outputs, teacher,
+                             features)
 
   # ------------------------------------------- evaluation, predict, export
   def eval_outputs(self, features, outputs):

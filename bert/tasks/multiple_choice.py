@@ -17,7 +17,7 @@ from bert.data import classification_data as cd
 from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import MultipleChoicePreprocessor
-from bert.tasks.base import softmax_stats
+from bert.losses import softmax_stats
 from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
                                 MultipleChoiceData, ScheduleConfig, or_default)
 from bert.tasks.finetuning import FinetuningTask

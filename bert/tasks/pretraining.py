@@ -1,17 +1,12 @@
-"""The pre-training task (masked LM + next sentence) and its losses.
+"""The pre-training task (masked LM + next sentence).
 
-Losses and metrics exactly as google-research BERT:
-masked LM: cross-entropy at the masked positions, weighted by
-  `masked_lm_weights` (1 for a real prediction, 0 for padding), summed and
-  divided by sum(weights) + 1e-5 (`run_pretraining.get_masked_lm_output`);
-next sentence: mean cross-entropy over the batch (label 1 = random next);
-total = masked LM + next sentence. In training, the sums are normalised over
-the global batch (all replicas and accumulated micro-batches; see
-`bert.tasks.base`), which for one replica and one micro-batch is the
-reference's per-batch loss.
+Its losses and metrics are google-research BERT's (`bert.losses.
+pretraining_stats`). In training, the sums are normalised over the global
+batch (all replicas and accumulated micro-batches; see `bert.train_step`),
+which for one replica and one micro-batch is the reference's per-batch loss.
 """
 
-from typing import Dict, Mapping, Optional
+from typing import Optional
 
 import gin
 import numpy as np
@@ -20,60 +15,13 @@ import tensorflow as tf
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import list_files, pretraining_dataset
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
+from bert.losses import (PRETRAINING_EPSILONS, PRETRAINING_LOSSES,
+                         example_weights, pretraining_stats)
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks.base import Stats, Task, example_weights, softmax_stats
+from bert.tasks.base import Task
 from bert.tasks.configs import EncoderSource, PretrainingInputs, or_default
 from bert.validation import ConfigError
-
-
-def pretraining_stats(features: Mapping[str, tf.Tensor],
-                      outputs: Mapping[str, tf.Tensor]) -> Stats:
-  """(numerator, denominator) sums of one batch, for losses and accuracies.
-
-  `masked_lm_*` are over real predictions (`masked_lm_weights`), `next_
-  sentence_*` over examples. Dividing each numerator by its denominator
-  (+1e-5 for the masked-LM loss) gives the reference's per-batch values.
-  """
-  mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)   # [b, P, V]
-  # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
-  nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
-                          [-1, 2])
-  nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
-  mlm = softmax_stats(mlm_logits, features["masked_lm_ids"],
-                      features["masked_lm_weights"])          # over [b, P]
-  nsp = softmax_stats(nsp_logits, nsp_labels,
-                      example_weights(features, nsp_labels))  # over [b]
-  return dict(masked_lm_loss=mlm["loss"], next_sentence_loss=nsp["loss"],
-              masked_lm_accuracy=mlm["accuracy"],
-              next_sentence_accuracy=nsp["accuracy"])
-
-
-def pretraining_losses(features: Dict[str, tf.Tensor],
-                       outputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """Losses and accuracies of one batch, as the reference computes them.
-
-  Args:
-    features: `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`
-      (the google-research TFRecord feature names).
-    outputs: `BertPretrainer` outputs.
-  Returns:
-    dict with `loss` (the total), `masked_lm_loss`, `next_sentence_loss`,
-    `masked_lm_accuracy` (over real predictions) and `next_sentence_accuracy`.
-  """
-  return batch_values(pretraining_stats(features, outputs))
-
-
-def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
-  """The reference's per-batch losses and accuracies from the sums, with
-  `loss` = masked-LM loss + next-sentence loss."""
-  num, den = stats["masked_lm_loss"]
-  out = dict(masked_lm_loss=num / (den + 1e-5))
-  for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
-    num, den = stats[name]
-    out[name] = num / tf.maximum(den, 1.0)
-  out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
-  return out
 
 
 @gin.configurable
@@ -90,7 +38,8 @@ class PretrainingTask(Task):
       masks are undone first). Evaluation keeps the records' masks.
   """
 
-  loss_names = ("masked_lm_loss", "next_sentence_loss")
+  loss_names = PRETRAINING_LOSSES
+  loss_epsilons = PRETRAINING_EPSILONS
   stat_names = ("masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                 "next_sentence_accuracy")
 

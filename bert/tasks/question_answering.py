@@ -31,7 +31,7 @@ from bert.tasks.configs import (AnswerConfig, EncoderSource, FinetuningInputs,
                                 HeadConfig, ScheduleConfig, SquadData,
                                 or_default)
 from bert.tasks.finetuning import FinetuningTask
-from bert.tasks.objectives import span_stats
+from bert.losses import span_stats
 from bert.validation import ConfigError
 
 

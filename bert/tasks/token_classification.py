@@ -19,7 +19,7 @@ from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import TokenClassifierPreprocessor
-from bert.tasks.objectives import token_stats, token_weights
+from bert.losses import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
 from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
                                 ScheduleConfig, TaggingData, or_default)

@@ -19,9 +19,12 @@ import gin
 from gin import config_parser
 import tensorflow as tf
 
-# Imported for its gin registrations too: the run's config names task classes.
-from bert import tasks
+# A run's config names its task class: every task registers with gin when
+# the bert.tasks package is initialised, which Python does before this module.
 from bert.tasks.base import build_task
+from bert.tasks.classification import ClassificationTask
+from bert.tasks.question_answering import QuestionAnsweringTask
+from bert.tasks.token_classification import TokenClassificationTask
 from bert import checkpoints
 from bert import networks
 from bert.checkpoints import CheckpointError
@@ -207,9 +210,9 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
   from bert import export  # pylint: disable=g-import-not-at-top
   precision = export.check_precision(precision)
   task, model = load_trained_task(model_dir)
-  kinds = ((tasks.ClassificationTask, "classifier"),
-           (tasks.TokenClassificationTask, "tagger"),
-           (tasks.QuestionAnsweringTask, "span_labeler"))
+  kinds = ((ClassificationTask, "classifier"),
+           (TokenClassificationTask, "tagger"),
+           (QuestionAnsweringTask, "span_labeler"))
   for task_class, run_kind in kinds:
     if isinstance(task, task_class):
       if kind is not None and kind != run_kind:

@@ -28,7 +28,7 @@ from bert.training import distribute
 from bert.training import multi_worker
 from bert.checkpoints import model_dir as model_dir_lib
 from bert.training.model_dir_lock import model_dir_lock
-from bert.training.optimization import OptimizerConfig, build_optimizer
+from bert.optimization import OptimizerConfig, build_optimizer
 from bert.training.runtime import RuntimeConfig, setup
 from bert.training.trainer import NonFiniteLossError, Trainer, TrainingStopped
 

@@ -1,13 +1,15 @@
-"""The one training loop body: an orbit trainer/evaluator for any `Task`.
+"""The custom training loop: an orbit trainer/evaluator for any `Task`.
 
-Each train step, per replica:
+Each train step, per replica, is `bert.train_step`'s (as `fit`'s):
   1. the task's loss denominators (e.g. real masked positions) are summed over
      the replica's batch and all-reduced over replicas: the global batch's;
   2. the batch is split into `grad_accumulation_steps` micro-batches; for each,
-     a forward/backward pass of  sum_k numerator_k / global_denominator_k;
-     gradients are summed (so N micro-batches == one batch of N*B exactly);
-  3. the summed gradients are all-reduced, unscaled (mixed_float16), clipped
-     to global norm `clip_norm`, and applied once.
+     a forward/backward pass of `train_step.loss` (the loss stats' numerators
+     over the global denominators); gradients are summed (so N micro-batches
+     == one batch of N*B exactly);
+  3. `train_step.apply_gradients`: the summed gradients are all-reduced,
+     unscaled (mixed_float16), clipped to global norm `clip_norm`, and applied
+     once.
 The per-step loss is checked: the first step with a NaN/Inf loss is recorded
 and training stops at the end of the loop (before any checkpoint is written).
 Under mixed_float16 a step whose gradients overflow is skipped and the loss
@@ -24,6 +26,7 @@ import orbit
 import tensorflow as tf
 import tf_keras
 
+from bert import train_step
 from bert.tasks.base import Task
 
 
@@ -73,8 +76,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self.train_steps = train_steps
     self.max_skipped_steps = max_skipped_steps
     self.log_fn = log_fn
-    self._loss_scaled = isinstance(
-        optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    self._loss_scaled = train_step.loss_scaled(optimizer)
     with strategy.scope():
       self._first_bad_step = tf.Variable(
           -1, dtype=tf.int64, trainable=False,
@@ -108,33 +110,23 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     self._grad_fn = (tf.function(self._micro_gradients, jit_compile=True)
                      if jit_compile else self._micro_gradients)
     with strategy.scope():
-      self._stat_sums = {}
-      for name in task.stat_names:
-        for part in ("num", "den"):
-          self._stat_sums[f"{name}/{part}"] = tf_keras.metrics.Sum(
-              name=f"{name}/{part}")
+      self._stat_means = train_step.stat_means(task.stat_names)
 
   # ------------------------------------------------------------- metrics
   def _record(self, stats):
-    for name, (numerator, denominator) in stats.items():
-      if name + "/num" not in self._stat_sums:
-        raise KeyError(f"{type(self.task).__name__}.compute_stats returned "
-                       f"{name!r}, which is not in its stat_names")
-      self._stat_sums[name + "/num"].update_state(numerator)
-      self._stat_sums[name + "/den"].update_state(denominator)
+    train_step.record(self._stat_means, stats)
 
   def _results(self) -> Dict[str, float]:
-    """Each stat's numerator / denominator over the loop; `loss` their sum."""
-    out = {}
-    for name in self.task.stat_names:
-      den = float(self._stat_sums[name + "/den"].result())
-      out[name] = float(self._stat_sums[name + "/num"].result()) / max(den, 1e-12)
+    """Each stat's numerators / denominators over the loop; `loss` the sum
+    of the loss stats'."""
+    out = {name: float(self._stat_means[name].result())
+           for name in self.task.stat_names}
     if self.task.loss_names:
       out["loss"] = sum(out[k] for k in self.task.loss_names if k in out)
     return out
 
   def _reset(self):
-    for m in self._stat_sums.values():
+    for m in self._stat_means.values():
       m.reset_state()
 
   # --------------------------------------------------------------- train
@@ -149,10 +141,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
   def _replica_train_step(self, features):
     task, n = self.task, self.grad_accumulation_steps
     ctx = tf.distribute.get_replica_context()
-    dens = {k: ctx.all_reduce(tf.distribute.ReduceOp.SUM,
-                              tf.cast(v, tf.float32))
-            for k, v in task.loss_denominators(features).items()}
-    tvars = self.model.trainable_variables
+    dens = train_step.global_sums(task.loss_denominators(features))
     # With one replica and one micro-batch, nothing sums the gradients
     # before clipping, so the embeddings' gradients stay IndexedSlices (the
     # looked-up rows) through the norm and the clip, and become dense only
@@ -182,34 +171,22 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
       _, loss, grads = tf.while_loop(lambda i, *_: i < n, body,
                                      (tf.constant(1), loss, grads))
     loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-    if self._loss_scaled:
-      grads = self.optimizer.get_unscaled_gradients(grads)
-    clip = self.clip_norm and self.clip_norm > 0
-    if clip or self._loss_scaled:
-      # One pass over the gradients serves both: a NaN/Inf gradient makes
-      # the global norm non-finite (and clipping then makes every gradient
-      # NaN, so the LossScaleOptimizer skips the step).
-      norm = tf.linalg.global_norm(grads)
-      if self._loss_scaled:
-        self._count_skipped(tf.math.is_finite(norm))
-      if clip:
-        grads, _ = tf.clip_by_global_norm(grads, self.clip_norm, use_norm=norm)
     finite = tf.math.is_finite(loss)
+    # (Before the update: the step it records is the update's.)
     self._first_bad_step.assign(tf.where(
         (self._first_bad_step < 0) & tf.logical_not(finite),
         self.optimizer.iterations, self._first_bad_step))
     self._bad_loss.assign(tf.where(
         (self._first_bad_step == self.optimizer.iterations) & tf.logical_not(finite),
         loss, self._bad_loss))
-    grads = [tf.convert_to_tensor(g) for g in grads]
-    self.optimizer.apply_gradients(zip(grads, tvars),
-                                   experimental_aggregate_gradients=False)
+    train_step.apply_gradients(
+        self.optimizer, grads, self.model.trainable_variables, self.clip_norm,
+        observe=self._count_skipped if self._loss_scaled else None)
 
-  def _count_skipped(self, finite):
+  def _count_skipped(self, norm):
     """Counts a step that the LossScaleOptimizer will skip (its gradients'
-    norm is not `finite`: an overflow)."""
-    skipped = tf.cast(tf.logical_not(finite), tf.int64)
+    `norm` is not finite: an overflow)."""
+    skipped = tf.cast(tf.logical_not(tf.math.is_finite(norm)), tf.int64)
     self._first_skipped_step.assign(tf.where(
         (self._skipped_in_a_row == 0) & (skipped > 0),
         self.optimizer.iterations, self._first_skipped_step))
@@ -222,17 +199,13 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
     Gradients are dense tensors, or with `dense=False` IndexedSlices where
     the tape gives them (embedding lookups)."""
     task = self.task
-    tvars = self.model.trainable_variables
     with tf.GradientTape() as tape:
       outputs = self.model(task.model_inputs(micro), training=True)
       stats = task.compute_stats(micro, outputs)
-      loss = tf.add_n([stats[k][0] / (dens[k] + 1e-5) for k in task.loss_names])
-      scaled = self.optimizer.get_scaled_loss(loss) if self._loss_scaled else loss
-    grads = tape.gradient(scaled, tvars)
+      loss = train_step.loss(stats, dens, task.loss_names, task.loss_epsilons)
     # Dense: IndexedSlices from embedding lookups cannot be summed in a loop.
-    grads = [tf.zeros_like(v) if g is None
-             else tf.convert_to_tensor(g) if dense else _summed_rows(g)
-             for g, v in zip(grads, tvars)]
+    grads = train_step.gradients(tape, loss, self.model.trainable_variables,
+                                 self.optimizer, dense=dense)
     return loss, grads, stats
 
   def train_loop_end(self):
@@ -321,12 +294,3 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
                   + " | " + " | ".join(f"{k} {v:.4f}" for k, v in out.items()))
     return out
 
-
-def _summed_rows(grad):
-  """`grad` with each row of an IndexedSlices once (repeated ids summed), so
-  its values' norm is the norm of the dense gradient."""
-  if not isinstance(grad, tf.IndexedSlices):
-    return grad
-  rows, slot = tf.unique(grad.indices)
-  values = tf.math.unsorted_segment_sum(grad.values, slot, tf.size(rows))
-  return tf.IndexedSlices(values, rows, grad.dense_shape)

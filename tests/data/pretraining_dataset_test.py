@@ -11,7 +11,7 @@ from bert.data import pretraining_data as pd
 from bert.data import pretraining_shards as ps
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.models import BertPretrainer
-from bert.tasks.pretraining import pretraining_losses
+from bert.losses import pretraining_losses
 from conftest import minilm_dir, shared_data
 
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from bert import BertEncoder
 from bert.models import BertPretrainer
-from bert.tasks.pretraining import pretraining_losses
+from bert.losses import pretraining_losses
 from conftest import max_abs_diff, random_inputs, small_config
 import harness
 

@@ -271,7 +271,7 @@ def test_pretrainer_fit_on_real_pretraining_records(pretraining_records):
   """The pre-trainer's compile() default is the reference's loss (masked-LM
   + next-sentence, `pretraining_losses`); one step on real records lowers it."""
   from bert.data.pretraining_dataset import pretraining_dataset  # pylint: disable=g-import-not-at-top
-  from bert.tasks.pretraining import pretraining_losses  # pylint: disable=g-import-not-at-top
+  from bert.losses import pretraining_losses  # pylint: disable=g-import-not-at-top
   from conftest import PRETRAIN_PRED, PRETRAIN_SEQ  # pylint: disable=g-import-not-at-top
   batch = next(iter(pretraining_dataset(pretraining_records, PRETRAIN_SEQ,
                                         PRETRAIN_PRED, 16, is_training=False)))

@@ -14,7 +14,7 @@ from bert.networks import BertEncoder
 from bert.tasks import ClassificationTask
 from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig)
-from bert.tasks.pretraining import pretraining_stats
+from bert.losses import pretraining_stats
 from conftest import max_abs_diff, minilm_dir, small_config
 
 SEQ = 32

@@ -13,8 +13,10 @@ import tf_keras
 
 from bert import checkpoints
 from bert.networks.bert_encoder import BertEncoder
-from bert.tasks import ClassificationTask, DistillationTask, objectives
-from bert.tasks.configs import DistillationConfig, FinetuningInputs
+from bert import distillation, losses
+from bert.tasks import ClassificationTask, DistillationTask
+from bert.distillation import DistillationConfig
+from bert.tasks.configs import FinetuningInputs
 from bert.tasks import trained_run
 from bert.training import RuntimeConfig, run_experiment
 from bert.tasks import build_task
@@ -38,9 +40,9 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   for temp, alpha in ((2.5, 0.3), (1.0, 1.0), (4.0, 0.0)):
     soft = -(temp ** 2) * (_softmax(t / temp) * np.log(_softmax(s / temp))).sum(-1)
     hard = -np.log(_softmax(s)[np.arange(6), np.maximum(label, 0)])
-    got = objectives.soft_cross_entropy(s, t, temp).numpy()
+    got = losses.soft_cross_entropy(s, t, temp).numpy()
     np.testing.assert_allclose(got, soft, rtol=1e-5)
-    stats = objectives.distillation_stats(
+    stats = losses.distillation_stats(
         "classification", dict(logits=s), dict(logits=t), dict(label=label),
         has, temp, alpha)
     num, den = (float(x) for x in stats["prediction_loss"])
@@ -49,11 +51,11 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
     num, den = (float(x) for x in stats["hard_loss"])
     np.testing.assert_allclose([num, den], [(hard * has).sum(), 4], rtol=1e-5)
   # Negative control: the temperature changes the soft loss.
-  assert not np.allclose(objectives.soft_cross_entropy(s, t, 1.0).numpy(),
-                         objectives.soft_cross_entropy(s, t, 2.5).numpy() / 6.25)
+  assert not np.allclose(losses.soft_cross_entropy(s, t, 1.0).numpy(),
+                         losses.soft_cross_entropy(s, t, 2.5).numpy() / 6.25)
 
   # Regression: squared error to the teacher's value and to the gold one.
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "regression", dict(logits=s[:, :1]), dict(logits=t[:, :1]),
       dict(label=np.arange(6, dtype=np.float32)), has, 3.0, 0.25)
   expected = (0.25 * (s[:, 0] - t[:, 0]) ** 2
@@ -64,7 +66,7 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   s3, t3 = rng.randn(2, 5, 4).astype(np.float32), rng.randn(2, 5, 4).astype(np.float32)
   first = np.array([[0, 1, 0, 1, 0], [0, 1, 1, 0, 0]])
   label_ids = np.where(first > 0, 2, -1)
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "tokens", dict(logits=s3), dict(logits=t3), dict(label_ids=label_ids),
       np.ones(2, np.float32), 2.0, 1.0, word_start=first)
   soft = -4.0 * (_softmax(t3 / 2) * np.log(_softmax(s3 / 2))).sum(-1)
@@ -74,7 +76,7 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
   # Spans: the mean of start and end, padding never a position.
   mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
   ends = {k: rng.randn(2, 5).astype(np.float32) for k in ("s0", "s1", "t0", "t1")}
-  stats = objectives.distillation_stats(
+  stats = losses.distillation_stats(
       "spans", dict(start_logits=ends["s0"], end_logits=ends["s1"]),
       dict(start_logits=ends["t0"], end_logits=ends["t1"]),
       dict(start_positions=[1, 4], end_positions=[2, 4]), np.ones(2), 1.0, 1.0,
@@ -170,8 +172,8 @@ def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path, teacher_dir
                              fresh[real], atol=1e-5)
   batch = next(iter(task.build_inputs(None, training=True)))
   assert batch["teacher_logits"].shape[-1] == batch["input_word_ids"].shape[-1]
-  assert task.teacher_outputs(batch)["logits"].shape[1] == batch[
-      "input_word_ids"].shape[1]
+  assert distillation.teacher_outputs(task.kind, batch)["logits"].shape[1] == (
+      batch["input_word_ids"].shape[1])
 
 
 def _weights(model):
@@ -226,7 +228,7 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
                           vocab_file=_tasks.vocab(), do_lower_case=True)
   task = DistillationTask(teacher=teacher_dir, student=good, inputs=INPUTS)
   assert task.initial_checkpoint is not None and task.taken is None
-  with pytest.raises(ConfigError, match=r"blocks 0\.\.2"):
+  with pytest.raises(ConfigError, match=r"blocks of the teacher's 0\.\.2"):
     DistillationTask(teacher=teacher_dir, student="teacher_layers:0,3")
 
 
@@ -256,18 +258,54 @@ def test_teacher_kind_is_the_models_own_and_a_pretrainer_cannot_teach():
   """One rule for `bert-train --task=distill` and `fit(teacher=...)`: the
   teacher model's `distillation_kind`."""
   from bert import models  # pylint: disable=g-import-not-at-top
-  from bert.tasks.distillation import teacher_kind  # pylint: disable=g-import-not-at-top
   encoder = BertEncoder(small_config())
   expected = {models.BertClassifier(encoder, 3): "classification",
               models.BertClassifier(encoder, 1): "regression",
               models.BertMultipleChoice(encoder): "classification",
               models.BertTokenClassifier(encoder, 5): "tokens",
               models.BertSpanLabeler(encoder): "spans"}
+  where = "DistillationTask.teacher='RUN'"
   for model, kind in expected.items():
-    assert teacher_kind(model, "RUN") == kind, type(model).__name__
+    assert distillation.teacher_kind(model, where) == kind, type(model).__name__
   with pytest.raises(ConfigError, match=r"teacher='RUN': a BertPretrainer "
                      r"cannot teach"):
-    teacher_kind(models.BertPretrainer(encoder), "RUN")
+    distillation.teacher_kind(models.BertPretrainer(encoder), where)
+  # With a student: a model of its class, whatever it predicts.
+  student = models.BertClassifier(encoder, 3)
+  assert distillation.teacher_kind(models.BertClassifier(encoder, 2), "T",
+                                   student) == "classification"
+  with pytest.raises(ConfigError, match=r"^T must be a BertClassifier like "
+                     r"the student, got BertMultipleChoice$"):
+    distillation.teacher_kind(models.BertMultipleChoice(encoder), "T", student)
+
+
+def test_one_set_of_pair_checks_for_both_paths():
+  """The block and layer-map checks `DistillationTask`, `from_teacher`,
+  `Distiller` and `DistillationConfig` share, and the vocab check of
+  `fit(teacher=...)` and `DistillationTask`."""
+  assert distillation.check_blocks("S", [0, 2], 3) == (0, 2)
+  for bad in ([], [0, 0], [3], [-1], [True], [1.0]):
+    with pytest.raises(ConfigError, match=r"^S must name distinct blocks of "
+                       r"the teacher's 0\.\.2, got \["):
+      distillation.check_blocks("S", bad, 3)
+  assert distillation.check_layer_map("M", (1, 1), 2, 3) == (1, 1)
+  for bad in ((0,), (0, 3), (0, 1, 2)):
+    with pytest.raises(ConfigError, match=r"^M must give each of the "
+                       r"student's 2 blocks a teacher block in 0\.\.2"):
+      distillation.check_layer_map("M", bad, 2, 3)
+  assert DistillationConfig(hidden_weight=1.0).student_layer_map(2, 4) == (1, 3)
+  with pytest.raises(ConfigError, match=r"^DistillationConfig\.layer_map "):
+    DistillationConfig(layer_map=(0, 4)).student_layer_map(2, 4)
+  vocab = ["[PAD]", "a", "b"]
+  distillation.check_same_vocab("O", (vocab, True, "s"), (list(vocab), True, "t"))
+  for student, message in (
+      ((["[PAD]", "x", "b"], True, "s"), r"^O: the student's vocab \(s\) is "
+       r"not the teacher's \(t\): line 2 is 'x' against 'a'; student and"),
+      ((vocab[:2], True, "s"), r"2 tokens against 3"),
+      ((vocab, False, "s"), r"^O: the student's casing \(do_lower_case=False, "
+       r"s\) is not the teacher's \(do_lower_case=True, t\)$")):
+    with pytest.raises(ConfigError, match=message):
+      distillation.check_same_vocab("O", student, (vocab, True, "t"))
 
 
 def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir):
@@ -349,7 +387,7 @@ def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path, teacher_dir):
 
 
 # ------------------------------------------------------- the Keras path
-def _classifier(layers, seed):
+def _classifier(layers, seed, lower_case=True):
   from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
   from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
   from bert.models.preprocessors import TextClassifierPreprocessor  # pylint: disable=g-import-not-at-top
@@ -357,7 +395,7 @@ def _classifier(layers, seed):
   model = BertClassifier(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=32, num_hidden_layers=layers)), 2)
   model.attach_preprocessor(TextClassifierPreprocessor(
-      vocabulary=read_vocab(_tasks.vocab()), lower_case=True, seq_length=32,
+      vocabulary=read_vocab(_tasks.vocab()), lower_case=lower_case, seq_length=32,
       labels=["neg", "pos"], text_pairs=False))
   return model
 
@@ -408,6 +446,14 @@ def test_keras_fit_with_a_teacher(tmp_path):
   with pytest.raises(ValueError, match="bert-train --task=distill"):
     student.fit(texts, labels, teacher=teacher,
                 distillation=DistillationConfig(hidden_weight=1.0))
+  # The checks `DistillationTask` makes: one vocabulary, a teacher of the
+  # student's class.
+  with pytest.raises(ConfigError, match=r"fit: the student's casing "
+                     r"\(do_lower_case=True, this model's preprocessor\)"):
+    student.fit(texts, labels, teacher=_classifier(1, seed=3, lower_case=False))
+  with pytest.raises(ConfigError, match=r"fit: the teacher must be a "
+                     r"BertClassifier like the student"):
+    student.fit(texts, labels, teacher=BertEncoder(small_config()))
 
 
 def test_token_masking_masks_real_pieces_only_while_training():

@@ -25,7 +25,7 @@ from bert.tasks.configs.common import (Encoder, EncoderSource, FinetuningInputs,
 from bert.tasks.configs.data import (AnswerConfig, ClassificationData,
                                      DataFiles, MultipleChoiceData,
                                      PretrainingInputs, SquadData, TaggingData)
-from bert.tasks.configs.distillation import DistillationConfig
+from bert.distillation import DistillationConfig
 
 __all__ = ["AnswerConfig", "ClassificationData", "DataFiles", "DistillationConfig", "Encoder",
            "EncoderSource", "FinetuningInputs", "HeadConfig",

@@ -1,9 +1,10 @@
-"""The fine-tuning losses, as (numerator, denominator) sums of a batch.
+"""The losses and metrics of training, as (numerator, denominator) sums of
+a batch.
 
 One definition each, used by the task classes (`compute_stats`, for the
-custom training loop, where the denominators are summed over the global
-batch first) and by the task models' Keras `compile()` defaults (where the
-loss of a batch is numerator / denominator). Shapes:
+custom training loop) and by the task models' Keras `compile()` defaults;
+both minimise them through `bert.train_step`, which normalises each loss
+sum by its denominator summed over the global batch. Shapes:
   classification  logits [batch, classes] (packed: [batch, k, classes]),
                   labels [batch] (packed: [batch, k]); regression: one logit.
   token tagging   logits [batch, seq, tags], label_ids [batch, seq] with -1
@@ -11,13 +12,45 @@ loss of a batch is numerator / denominator). Shapes:
                   second and later wordpieces of a word).
   spans           start/end logits [batch, seq], positions [batch].
   multiple choice logits [batch, choices], labels [batch].
+  pre-training    masked-LM logits [batch, P, vocab], next-sentence logits
+                  [batch, 2] (packed: [batch, k, 2]).
 """
 
-from typing import Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
-from bert.tasks.base import Stats, softmax_stats
+# name -> (numerator, denominator): scalar float32 sums over a (micro-)batch.
+Stats = Dict[str, Tuple[tf.Tensor, tf.Tensor]]
+
+
+def example_weights(features: Mapping[str, tf.Tensor],
+                    labels: tf.Tensor) -> tf.Tensor:
+  """float32 weights shaped like `labels` (one per example): 1, or for
+  packed rows `packed_example_mask` (0 for the empty slots)."""
+  if "packed_example_mask" in features:
+    return tf.reshape(tf.cast(features["packed_example_mask"], tf.float32),
+                      tf.shape(labels))
+  return tf.ones_like(labels, tf.float32)
+
+
+def softmax_stats(logits: tf.Tensor, labels: tf.Tensor,
+                  weights: Optional[tf.Tensor] = None) -> Stats:
+  """`loss` (softmax cross-entropy) and `accuracy` sums of a batch.
+
+  logits [..., classes]; labels int [...]; weights [...] (default 1): the
+  denominators are the summed weights.
+  """
+  labels = tf.cast(labels, tf.int32)
+  weights = (tf.ones_like(labels, tf.float32) if weights is None
+             else tf.cast(weights, tf.float32))
+  per_item = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=labels, logits=logits)
+  correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                             labels), tf.float32)
+  n = tf.reduce_sum(weights)
+  return dict(loss=(tf.reduce_sum(per_item * weights), n),
+              accuracy=(tf.reduce_sum(correct * weights), n))
 
 
 def classification_stats(logits, labels, weights: Optional[tf.Tensor] = None,
@@ -59,10 +92,6 @@ def span_stats(start_logits, end_logits, start_positions, end_positions,
 
 
 # ------------------------------------------------------------ distillation
-# The model outputs a teacher hands down, per kind of task.
-TAUGHT = dict(classification=("logits",), regression=("logits",),
-              tokens=("logits",), spans=("start_logits", "end_logits"))
-
 # A student learns from a teacher's outputs (Hinton et al. 2015; for compact
 # BERTs, Turc et al. 2019). Shapes as above, plus the teacher's outputs of
 # the same shapes; `has_label` float [batch]: 1 where the example has a gold
@@ -186,3 +215,65 @@ def attention_stats(student_probs, teacher_probs, input_mask) -> Stats:
                        -1)                                   # [b, heads, seq]
     total += tf.reduce_sum(tf.reduce_mean(kl, 1) * mask)
   return dict(attention_loss=(total / len(student_probs), tf.reduce_sum(mask)))
+
+
+# ------------------------------------------------------------ pre-training
+# Exactly as google-research BERT: masked LM: cross-entropy at the masked
+# positions, weighted by `masked_lm_weights` (1 for a real prediction, 0 for
+# padding), summed and divided by sum(weights) + 1e-5
+# (`run_pretraining.get_masked_lm_output`); next sentence: mean
+# cross-entropy over the batch (label 1 = random next); total = masked LM +
+# next sentence.
+PRETRAINING_LOSSES = ("masked_lm_loss", "next_sentence_loss")
+# The one loss with an epsilon on its denominator (see `bert.train_step`).
+PRETRAINING_EPSILONS = dict(masked_lm_loss=1e-5)
+
+
+def pretraining_stats(features: Mapping[str, tf.Tensor],
+                      outputs: Mapping[str, tf.Tensor]) -> Stats:
+  """(numerator, denominator) sums of one batch, for losses and accuracies.
+
+  `masked_lm_*` are over real predictions (`masked_lm_weights`), `next_
+  sentence_*` over examples. Dividing each numerator by its denominator
+  (+1e-5 for the masked-LM loss) gives the reference's per-batch values.
+  """
+  mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)   # [b, P, V]
+  # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
+  nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
+                          [-1, 2])
+  nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+  mlm = softmax_stats(mlm_logits, features["masked_lm_ids"],
+                      features["masked_lm_weights"])          # over [b, P]
+  nsp = softmax_stats(nsp_logits, nsp_labels,
+                      example_weights(features, nsp_labels))  # over [b]
+  return dict(masked_lm_loss=mlm["loss"], next_sentence_loss=nsp["loss"],
+              masked_lm_accuracy=mlm["accuracy"],
+              next_sentence_accuracy=nsp["accuracy"])
+
+
+def pretraining_losses(features: Mapping[str, tf.Tensor],
+                       outputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """Losses and accuracies of one batch, as the reference computes them.
+
+  Args:
+    features: `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`
+      (the google-research TFRecord feature names).
+    outputs: `BertPretrainer` outputs.
+  Returns:
+    dict with `loss` (the total), `masked_lm_loss`, `next_sentence_loss`,
+    `masked_lm_accuracy` (over real predictions) and `next_sentence_accuracy`.
+  """
+  return batch_values(pretraining_stats(features, outputs))
+
+
+def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
+  """The reference's per-batch losses and accuracies from the sums, with
+  `loss` = masked-LM loss + next-sentence loss."""
+  num, den = stats["masked_lm_loss"]
+  epsilon = PRETRAINING_EPSILONS["masked_lm_loss"]
+  out = dict(masked_lm_loss=num / (den + epsilon))
+  for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
+    num, den = stats[name]
+    out[name] = num / tf.maximum(den, 1.0)
+  out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
+  return out

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from bert.tasks.metrics import classification_metrics, regression_metrics
+from bert.metrics import classification_metrics, regression_metrics
 
 
 def test_classification_metrics_match_formulas():
