@@ -15,8 +15,8 @@ of the whole set of files:
   file (an eval shard copied over a train shard) differ here.
 - when the files add up to at most `FULL_CHECK_BYTES` (1 GiB; fine-tuning
   records of the GLUE and SQuAD tasks are a few hundred MB at most): the
-  whole file's SHA-256 and a CRC pass that counts its records (about 3 s
-  per GiB). A flipped byte anywhere, and a record count that differs from
+  whole file's SHA-256 and a CRC pass that counts its records (a full read
+  of each file). A flipped byte anywhere, and a record count that differs from
   the manifest's, are found here, before training.
 - beyond it (pre-training corpora of many multi-GB shards, where a full pass
   would read tens of GB before the first step): only the above. TFRecord

@@ -45,7 +45,7 @@ class Tokenizer:
     self._ids = {token: i for i, token in enumerate(self.vocab)}
     spec = [tf.TensorSpec([None], tf.string)]
     # No autograph: the graph has no data-dependent Python control flow, and
-    # converting the code costs seconds at start-up.
+    # converting the code would only add start-up time.
     self._tokenize = tf.function(
         lambda t: self.layer.tokenize(t), input_signature=spec, autograph=False)
     self._tokenize_with_offsets = tf.function(

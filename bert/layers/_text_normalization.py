@@ -97,7 +97,8 @@ def _table_cache_file(lower_case: bool) -> str:
 def codepoint_table(lower_case: bool) -> np.ndarray:
   """int32 [TABLE_SIZE, MAX_EXPANSION]: output codepoints, -1 padded.
 
-  Computing it takes ~1 s, so it is cached on disk (BERT_CACHE_DIR, default
+  Computing it visits every codepoint in Python, so it is cached on disk
+  (BERT_CACHE_DIR, default
   ~/.cache/bert_tf2), keyed by this module's table version and Python's
   Unicode database version; a cache that cannot be read or written is
   ignored. Loaded with allow_pickle=False.

@@ -102,8 +102,8 @@ class BertEmbedding(tf_keras.layers.Layer):
     `tf.gather` on the variable itself is a sparse read (ResourceGather),
     which puts the variable into copy-on-read mode for good: every later
     dense read copies the whole table, among them the optimiser's weight
-    decay each step (for a 30522 x 384 table: 16 ms instead of 5, 2 threads,
-    Zen 5) and a tied masked-LM head's projection."""
+    decay each step and a tied masked-LM head's projection
+    (bench/PERFORMANCE.md)."""
     return tf.cast(tf.gather(table.value(), ids), self.compute_dtype)
 
   def get_config(self):

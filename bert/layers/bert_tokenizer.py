@@ -109,7 +109,7 @@ class BertTokenizer(tf_keras.layers.Layer):
     self.tokenize_with_offsets = tokenize_with_offsets
     self.fast_path = fast_path
     # Bypasses Keras attribute tracking, which would wrap the 30k-token list
-    # and visit every element (~0.3 s per tokenizer).
+    # and visit every element each time a tokenizer is built.
     object.__setattr__(self, "_vocab", tuple(
         read_vocab(vocab_file) if vocab_file is not None
         else check_vocab(list(vocabulary))))

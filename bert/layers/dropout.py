@@ -5,8 +5,7 @@ elements, then an int-to-float conversion) and applies the mask with a
 multiply and a select, forward and backward. On a CPU that is a large share
 of a small model's training step: the attention-probability dropout alone
 touches [batch, heads, seq, seq] elements per layer, more than any
-activation (BERT-Small-sized models, packed rows, bf16: ~15% of the step,
-measured with the TF profiler).
+activation (profiles: bench/PERFORMANCE.md).
 
 Here each element takes 16 bits of a uint32 draw (half the Philox work),
 the mask is `bits >= round(rate * 2^16)` (a drop probability within 2^-17

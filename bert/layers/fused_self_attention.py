@@ -96,7 +96,7 @@ class FusedSelfAttention(tf_keras.layers.Layer):
       # [batch, seq, 3 * hidden] -> 3 x [batch, heads, seq, head_size].
       # Unstacked: the gradient is one stack, where indexing's gradients
       # (StridedSliceGrad) would zero-fill and add three full-size tensors
-      # (15% of a bf16 train step's CPU time).
+      # (a large share of a bf16 train step: bench/PERFORMANCE.md).
       # The projection runs on [batch * seq, hidden]: a 2-D matmul, which
       # oneDNN fuses with its bias add (a 3-D Dense is reshape, matmul,
       # reshape, bias add, unfused).

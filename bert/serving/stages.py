@@ -54,9 +54,9 @@ class ServingModule(tf.Module):
     super().__init__(name=name)
     # Only the model's variables join the SavedModel's object graph. A
     # tracked Keras model makes `tf.saved_model.save` trace every layer's
-    # call for Keras' own loader, which no signature uses (MiniLM classifier
-    # export, timed under load: 31 s -> 20 s; int8, whose TFLite converter
-    # saves once more: 87 s -> 39 s).
+    # call for Keras' own loader, which no signature uses: that tracing is
+    # most of an export's time, twice over for int8, whose TFLite converter
+    # saves once more (bench/PERFORMANCE.md).
     self._held = _Untracked(model)
     self.model_variables = list(model.variables)
     self.buckets = tuple(int(b) for b in buckets)

@@ -92,7 +92,8 @@ class TFLiteNetwork:
   No compute on padding beyond `granularity` tokens per row: the rows are
   split by length into groups (`plan_groups`), and each group runs cut to
   its longest row rounded up to `granularity` tokens (a batch of one row:
-  to its length, 10% faster than rounding on SST-2 requests). Trailing
+  to its length, faster than rounding for single requests; figures in
+  bench/SERVING_RUNS.md). Trailing
   padding changes no real token's output. Sequence outputs come back as
   long as the longest group, zero past each row's group length; the
   post-processing reads real positions only. On SST-2 dev in batches of 32,
