@@ -11,6 +11,9 @@ negative controls below can feed it a tree with one bad import added.
 """
 
 import ast
+import io
+import re
+import tokenize
 import os
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -211,3 +214,45 @@ def test_the_front_door_is_not_a_way_up():
 def test_a_new_package_must_be_placed():
   found = added_problems({"bert.retrieval": "import os\n"})
   assert found == ["bert.retrieval: in no layer (add it to LAYERS)"], found
+
+
+# ------------------------------------------------- comments keep the why
+# A machine's timing in a comment goes stale with the next CPU or release;
+# figures live in bench/*.md. Matches "1.3-1.4x faster", "12 ms", "31 s ->
+# 20 s", "~15% of the step", "3 seconds".
+TIMING = re.compile(
+    r"\d(?:[\d.]*)(?:\s*-\s*[\d.]+)?\s*[x×]\s+(?:faster|slower|speed)"
+    r"|\b\d[\d.,]*\s*(?:ms|µs|us|msec|seconds?|secs?|minutes?|mins?|hours?)\b"
+    r"|\b\d[\d.,]*\s?s\b(?!')"
+    r"|\d[\d.]*\s*%\s+of\s+(?:the|a|its)\s+(?:step|run|time)\b", re.I)
+
+
+def timing_comments(text: str, name: str) -> List[str]:
+  """Comments and docstrings of a module that quote a timing."""
+  found = []
+  tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+  previous = None
+  for tok in tokens:
+    is_doc = (tok.type == tokenize.STRING and previous in (
+        None, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL))
+    if tok.type == tokenize.COMMENT or is_doc:
+      match = TIMING.search(tok.string)
+      if match:
+        found.append(f"{name}:{tok.start[0]}: {match.group(0)!r}")
+    if tok.type not in (tokenize.COMMENT, tokenize.NL):
+      previous = tok.type
+  return found
+
+
+def test_no_comment_quotes_a_machine_timing():
+  found = [hit for name, text in sorted(modules().items())
+           for hit in timing_comments(text, name)]
+  assert found == []
+
+
+def test_a_timing_in_a_comment_or_docstring_is_found():
+  text = ('"""Doc: runs 1.3-1.4x faster (Zen 5)."""\n'
+          "x = 1  # about 12 ms per call, 31 s -> 20 s\n"
+          "y = '40 s per step'   # a string, not a comment: allowed\n"
+          "def f():\n  \"\"\"~15% of the step.\"\"\"\n")
+  assert [h.split(":")[1] for h in timing_comments(text, "m")] == ["1", "2", "5"]
