@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bert import BertConfig  # noqa: E402
+import _tiers  # noqa: E402
 
 # Where the real data and weights are: one definition, shared with bench/.
 from bert.testing import minilm_dir, shared_data  # noqa: E402,F401
@@ -50,6 +51,20 @@ def random_inputs(batch, seq, vocab_size=100, seed=0, lengths=None):
 
 def max_abs_diff(a, b):
   return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m` selects by the marks
+def pytest_collection_modifyitems(items):
+  """The `data` and `subprocess` marks of the tiers (tests/_tiers.py)."""
+  _tiers.mark_items(items)
+
+
+@pytest.fixture(autouse=True)
+def _tier_guard(request, monkeypatch):
+  """A test without the `data` mark sees no shared data, one without
+  `subprocess` starts no process (tests/_tiers.py)."""
+  with _tiers.guard(request.node, monkeypatch):
+    yield
 
 
 @pytest.fixture(autouse=True)

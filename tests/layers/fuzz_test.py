@@ -63,6 +63,7 @@ def check(a, b):
     assert set(np.unique(out["input_type_ids"])) <= ({0} if second is None else {0, 1})
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(TEXT, TEXT)

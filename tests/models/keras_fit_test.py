@@ -112,6 +112,7 @@ def _weights_after_raw_fit(task, path, seed, shuffle=True):
   return model.optimizer.iterations.numpy(), model.get_weights()
 
 
+@pytest.mark.heavy
 def test_same_seed_same_run_on_raw_strings(tmp_path):
   """With dropout on, shuffling and length buckets: `fit` on raw strings
   and `run_experiment` at one global seed draw the same batches, head and

@@ -155,6 +155,7 @@ def test_gate_refuses_a_broken_quantization_naming_both_figures(tmp_path,
   assert loader.read_manifest(str(path))["gate"] == manifest["gate"]
 
 
+@pytest.mark.heavy
 def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
                                                                   caplog):
   assert cpu.has_bf16(frozenset({"avx2", "avx512_bf16"}))
@@ -282,6 +283,7 @@ def _padded_inputs(lengths, seq_length=64, seed=0):
               input_type_ids=np.zeros_like(ids))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["tagger", "classifier"])
 def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
   tf.keras.utils.set_random_seed(4)

@@ -83,6 +83,7 @@ def test_bad_settings_are_named(tmp_path):
                        inputs=FinetuningInputs(seq_length=32))
 
 
+@pytest.mark.heavy
 def test_resuming_with_another_label_count_names_the_checkpoint(tmp_path):
   runtime = RuntimeConfig(train_steps=2, steps_per_loop=2, strategy="one_device")
   run_experiment(make_task(tmp_path), str(tmp_path / "model"), "train", runtime,
@@ -142,6 +143,7 @@ def test_bad_numeric_fields_name_the_class_and_field(tmp_path, config_class,
         configs[concern], **{field: value})}))
 
 
+@pytest.mark.heavy
 def test_failed_predict_leaves_no_earlier_predictions(tmp_path):
   """A predict run removes the previous run's file first and writes its own
   only when complete: a failed run leaves nothing to mistake for its output."""

@@ -131,6 +131,7 @@ def tagging_teacher(tmp_path):
 INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)
 
 
+@pytest.mark.heavy
 def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path, teacher_dir):
   task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0,2",
                           inputs=INPUTS)
@@ -177,6 +178,7 @@ def _weights(model):
   return [v.numpy() for v in model.trainable_variables]
 
 
+@pytest.mark.heavy
 def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path, teacher_dir):
   runtime = RuntimeConfig(train_steps=3, steps_per_loop=3, seed=7)
   distill = DistillationTask(
@@ -269,6 +271,7 @@ def test_teacher_kind_is_the_models_own_and_a_pretrainer_cannot_teach():
     teacher_kind(models.BertPretrainer(encoder), "RUN")
 
 
+@pytest.mark.heavy
 def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir):
   """configs/distill.gin with a wider random student (hidden states through
   a learned projection, teacher on the fly): the run's checkpoint holds the
@@ -318,6 +321,7 @@ def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir
                      distillation=DistillationConfig(attention_weight=1.0))
 
 
+@pytest.mark.heavy
 def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path, teacher_dir):
   transfer = tmp_path / "unlabeled.txt"
   transfer.write_text("a good movie\n\nthe long bad story\nmusic and places\n")
@@ -361,6 +365,7 @@ def _classifier(layers, seed):
   return model
 
 
+@pytest.mark.heavy
 def test_keras_fit_with_a_teacher(tmp_path):
   """`fit(x, y, teacher=...)`: alpha = 0 is plain `fit` (same init, seed,
   batches), alpha = 1 learns without labels, and what it cannot do it says."""

@@ -72,6 +72,7 @@ def test_model_scores_each_choice_independently():
                              atol=1e-5)
 
 
+@pytest.mark.heavy
 def test_multiple_choice_learns_and_predicts(tmp_path):
   rng = np.random.RandomState(0)
   words = "the man walks to a car and opens the door slowly".split()

@@ -102,6 +102,7 @@ def write_conll(path, n, seed):
   return str(path)
 
 
+@pytest.mark.heavy
 def test_token_classification_learns_and_predicts(tmp_path):
   task = TokenClassificationTask(
       data=TaggingData(train_file=write_conll(tmp_path / "train.conll", 200, 0),

@@ -53,6 +53,7 @@ def test_pretraining_config_per_preset(size):
   assert opt.learning_rate == expected_lr
 
 
+@pytest.mark.heavy
 def test_every_bundled_config_parses():
   names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin")))
   assert {"pretrain_tiny_wikitext2.gin", "glue_mrpc.gin", "ner_wnut17.gin"} <= set(names)
@@ -114,6 +115,7 @@ def test_cli_help_lists_flags():
     assert flag in out
 
 
+@pytest.mark.heavy
 def test_fine_tuning_configs_use_the_one_recipe():
   """The recipe lives in OptimizerConfig's defaults (what Model.compile()
   uses too); the fine-tuning gin files restate none of it and differ only
