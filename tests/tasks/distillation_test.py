@@ -4,6 +4,8 @@ fine-tuning, students of every kind of spec, transfer text, and the run's
 export as its student."""
 
 import os
+import subprocess
+import sys
 
 import gin
 import numpy as np
@@ -18,8 +20,8 @@ from bert.tasks.configs import DistillationConfig, FinetuningInputs
 from bert.training import RuntimeConfig, run_experiment, trained_run
 from bert.training.run import build_task
 from bert.validation import ConfigError
-from conftest import (PRETRAIN_SEQ, small_config, tiny_pretraining_config,
-                      write_run)
+from conftest import (PRETRAIN_SEQ, REPO_ROOT, small_config,
+                      tiny_pretraining_config, write_run)
 import _tasks
 
 
@@ -433,20 +435,34 @@ def test_token_masking_masks_real_pieces_only_while_training():
       layer(inputs, training=False)["input_word_ids"].numpy(), ids)
 
 
+def _transfer_text(*argv):
+  """`python -m bench.transfer_text ARGV` as the README runs it (a command:
+  the tests do not import bench/); the lines it wrote to its --out."""
+  out = argv[argv.index("--out") + 1]
+  subprocess.run([sys.executable, "-m", "bench.transfer_text", *argv],
+                 cwd=REPO_ROOT, check=True, capture_output=True)
+  assert not os.path.exists(out + ".tmp")
+  with open(out, encoding="utf-8", newline="") as f:
+    return f.read().split("\n")[:-1]        # one line a row, "\n"-ended
+
+
 def test_transfer_text_of_the_readme_runs(tmp_path):
   """`bench.transfer_text`: SST-2's rows after the teacher's 10,000, and
   MRPC's pairs swapped and with words dropped (each a subsequence of its
   original), unlabeled."""
-  from bench import transfer_text  # pylint: disable=g-import-not-at-top
   from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
   from conftest import shared_data  # pylint: disable=g-import-not-at-top
   sst2 = shared_data("glue", "SST-2", "train.tsv")
-  rest = transfer_text.rest_of_train("sst-2", sst2, 10000)
+  rest = _transfer_text("rest", "--glue_task", "sst-2", "--train_file", sst2,
+                        "--skip", "10000", "--out", str(tmp_path / "rest.txt"))
   examples = cd.read_glue("sst-2", sst2)
   assert rest == [e.text_a for e in examples[10000:]] and len(rest) == 57349
-  pairs = [e for e in cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))][:50]
-  out = transfer_text.augmented_pairs([(e.text_a, e.text_b) for e in pairs], 0.15, 1)
-  assert len(out) == 200
+  mrpc = shared_data("glue", "MRPC", "train.tsv")
+  pairs = cd.read_glue("mrpc", mrpc)[:50]
+  lines = _transfer_text("pairs", "--train_file", mrpc, "--drop", "0.15",
+                         "--seed", "1", "--out", str(tmp_path / "t.txt"))
+  assert len(lines) == 4 * 3668 and all(l.count("\t") == 1 for l in lines)
+  out = [tuple(l.split("\t")) for l in lines[:200]]
 
   def subsequence(short, long):
     words = iter(long.split())
@@ -461,11 +477,6 @@ def test_transfer_text_of_the_readme_runs(tmp_path):
       assert subsequence(a, src_a) and subsequence(b, src_b)
       shorter += (a != src_a) + (b != src_b)
   assert shorter > 100                     # words were dropped (control)
-  assert transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1) == \
-      transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1)   # seeded
-  transfer_text.main(["pairs", "--train_file", shared_data("glue", "MRPC",
-                                                           "train.tsv"),
-                      "--out", str(tmp_path / "t.txt")])
-  lines = (tmp_path / "t.txt").read_text(encoding="utf-8").splitlines()
-  assert len(lines) == 4 * 3668 and all(l.count("\t") == 1 for l in lines)
-  assert not (tmp_path / "t.txt.tmp").exists()
+  again = _transfer_text("pairs", "--train_file", mrpc,
+                         "--out", str(tmp_path / "t2.txt"))
+  assert again == lines                    # seeded (defaults: 0.15, seed 1)
