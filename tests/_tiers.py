@@ -79,50 +79,110 @@ def _functions_of(obj):
   return []
 
 
+def _code_strings(code: types.CodeType) -> frozenset:
+  """The identifier-like string constants of a code object and the code
+  inside it (fixture names a test may look up by name)."""
+  out = set()
+  for const in code.co_consts:
+    if isinstance(const, types.CodeType):
+      out |= _code_strings(const)
+    elif isinstance(const, str) and const.isidentifier():
+      out.add(const)
+  return frozenset(out)
+
+
+def _contents(value, depth=3):
+  """What a table of cases (a dict, list or tuple global) holds: its
+  identifier strings and other values, a few levels down."""
+  if isinstance(value, str):
+    return [value] if value.isidentifier() else []
+  if depth and isinstance(value, dict):
+    inner = list(value.keys()) + list(value.values())
+  elif depth and isinstance(value, (list, tuple, set, frozenset)):
+    inner = list(value)
+  else:
+    return [value]
+  return [x for v in inner for x in _contents(v, depth - 1)]
+
+
 class Rule:
-  """The names each of the suite's functions reaches, memoised."""
+  """What each of the suite's functions reaches, memoised: the names it and
+  the suite's functions it refers to name, and their identifier strings."""
 
   def __init__(self):
     self._reached = {}
 
-  def reached(self, func) -> frozenset:
-    """The names `func` and the suite's functions it refers to (through
-    its globals or an attribute of one of the suite's modules) name."""
+  def reached(self, func):
+    """(names, strings) of `func` and of the suite's functions it refers to
+    through its globals, an attribute of one of the suite's modules, or a
+    table of cases."""
     key = func.__code__
     if key in self._reached:
       return self._reached[key]
-    self._reached[key] = frozenset()        # a cycle adds nothing new
-    names = set(_code_names(func.__code__))
+    self._reached[key] = (frozenset(), frozenset())   # a cycle adds nothing
+    names = set(_code_names(key))
+    strings = set(_code_strings(key))
     module_globals = getattr(func, "__globals__", {})
     for name in list(names):
       value = module_globals.get(name)
-      called = []
       if inspect.ismodule(value) and getattr(value, "__file__", "") and \
           os.path.abspath(value.__file__).startswith(TESTS_DIR):
-        called = [getattr(value, n) for n in names if hasattr(value, n)]
-      elif value is not None:
-        called = [value]
-      for obj in called:
+        found = [getattr(value, n) for n in names if hasattr(value, n)]
+      elif isinstance(value, (dict, list, tuple, set, frozenset)):
+        found = _contents(value)
+      else:
+        found = [] if value is None else [value]
+      for obj in found:
+        if isinstance(obj, str):
+          strings.add(obj)
         for f in _functions_of(obj):
-          names |= self.reached(f)
-    self._reached[key] = frozenset(names)
+          more_names, more_strings = self.reached(f)
+          names |= more_names
+          strings |= more_strings
+    self._reached[key] = (frozenset(names), frozenset(strings))
     return self._reached[key]
 
   def marks(self, item) -> set:
-    """The tier marks `item` needs."""
+    """The tier marks `item` needs: from its function, its parameters and
+    its fixtures, also those it looks up by name (`getfixturevalue`)."""
     functions = _functions_of(getattr(item, "obj", None))
-    defs = getattr(item, "_fixtureinfo", None)
-    for name in getattr(item, "fixturenames", ()):
-      for fixturedef in (defs.name2fixturedefs.get(name, ()) if defs else ()):
-        functions += _functions_of(fixturedef.func)
     callspec = getattr(item, "callspec", None)
+    params = []
     for value in (callspec.params.values() if callspec else ()):
-      for obj in (value if isinstance(value, (list, tuple)) else [value]):
-        functions += _functions_of(obj)
-    reached = set()
+      params += value if isinstance(value, (list, tuple)) else [value]
+    for obj in params:
+      functions += _functions_of(obj)
+    # Fixtures looked up by name (`request.getfixturevalue`) are named by
+    # the test's own strings (its parameters, its code and its helpers').
+    names, strings = set(), {p for p in params if isinstance(p, str)}
     for f in functions:
-      reached |= self.reached(f)
-    return {mark for mark in MARKS if reached & NAMES[mark]}
+      more_names, more_strings = self.reached(f)
+      names |= more_names
+      strings |= more_strings
+    seen, todo = set(), list(getattr(item, "fixturenames", ()))
+    if "getfixturevalue" in names:
+      todo += sorted(strings)
+    functions = []
+    while todo:                        # fixtures, and the fixtures they use
+      name = todo.pop()
+      if name in seen:
+        continue
+      seen.add(name)
+      for fixturedef in _fixturedefs(item, name):
+        todo += list(fixturedef.argnames)
+        for f in _functions_of(fixturedef.func):
+          names |= self.reached(f)[0]
+    return {mark for mark in MARKS if names & NAMES[mark]}
+
+
+def _fixturedefs(item, name):
+  """The fixture definitions `name` stands for, seen from `item`."""
+  info = getattr(item, "_fixtureinfo", None)
+  if info is not None and name in info.name2fixturedefs:
+    return info.name2fixturedefs[name]
+  session = getattr(item, "session", None)
+  manager = getattr(session, "_fixturemanager", None)
+  return (manager.getfixturedefs(name, item) or ()) if manager else ()
 
 
 def mark_items(items) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.data import classification_data as cd
-from conftest import REPO_ROOT, minilm_dir, random_inputs, shared_data
+from conftest import REPO_ROOT, random_inputs, shared_data, vocab
 
 
 def python_blocks():
@@ -24,7 +24,7 @@ def reader_names():
   """What the README's blocks take from the reader's own code."""
   examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:16]
   inputs = random_inputs(2, 16, vocab_size=30522)
-  vocab_file = os.path.join(minilm_dir(), "vocab.txt")
+  vocab_file = vocab()
   return dict(
       sentences_a=[e.text_a for e in examples],
       sentences_b=[e.text_b for e in examples],

@@ -41,15 +41,25 @@ def _helper(name):
   return globals()[name]
 
 
-def _item(obj=None, fixtures=None, params=None, marks=()):
-  """What `Rule.marks` and `guard` read of a collected test."""
-  fixtures = fixtures or {}
+def _item(obj=None, fixtures=None, params=None, marks=(), lookups=None):
+  """What `Rule.marks` and `guard` read of a collected test: `fixtures`
+  it requests, `lookups` it may look up by name."""
+  fixtures, lookups = fixtures or {}, lookups or {}
   return types.SimpleNamespace(
       obj=obj or _helper("_plain"), fixturenames=list(fixtures),
       _fixtureinfo=types.SimpleNamespace(name2fixturedefs={
-          name: [types.SimpleNamespace(func=f)] for name, f in fixtures.items()}),
+          name: [types.SimpleNamespace(func=f, argnames=())]
+          for name, f in dict(fixtures, **lookups).items()}),
       callspec=types.SimpleNamespace(params=params) if params else None,
       iter_markers=lambda: [types.SimpleNamespace(name=m) for m in marks])
+
+
+# A table of cases naming the fixture each looks up.
+_CASES = {"glue": ("_reading_fixture", 3)}
+
+
+def _looks_up(request):
+  return request.getfixturevalue(_CASES["glue"][0])
 
 
 def test_the_rule_follows_helpers_fixtures_and_parameters():
@@ -59,8 +69,17 @@ def test_the_rule_follows_helpers_fixtures_and_parameters():
   assert marks(_item(params=dict(make=_helper("_Starter")))) == {"subprocess"}
   both = dict(a=_helper("_reads"), b=_helper("_Starter"))
   assert marks(_item(fixtures=both)) == {"data", "subprocess"}
-  # Negative control: a test that uses neither gets no mark.
+  # A fixture looked up by a name from a table, or from a parameter.
+  lookups = dict(_reading_fixture=_helper("_reads"))
+  assert marks(_item(_helper("_looks_up"), lookups=lookups)) == {"data"}
+  assert marks(_item(_helper("_looks_up"),
+                     params=dict(name="_reading_fixture"),
+                     lookups=lookups)) == {"data"}
+  # Negative controls: a test that uses neither gets no mark; nor one whose
+  # helper names a fixture it never looks up.
   assert marks(_item(_helper("_plain"), params=dict(x=3))) == set()
+  assert marks(_item(_helper("_plain"), params=dict(x="_reading_fixture"),
+                     lookups=lookups)) == set()
 
 
 def test_this_test_is_in_the_fast_tier(request):

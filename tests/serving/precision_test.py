@@ -1,7 +1,6 @@
 """Reduced-precision serving exports, the one loader, and the accuracy gate."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -11,11 +10,7 @@ from bert import BertEncoder, export
 from bert.data import classification_data as cd
 from bert.models import BertClassifier, BertTokenClassifier
 from bert.serving import cpu, gate, loader, tflite
-from conftest import minilm_dir, shared_data, small_config
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
+from conftest import shared_data, small_config, vocab
 
 
 def sst2_texts(n):

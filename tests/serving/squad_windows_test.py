@@ -3,7 +3,6 @@
 `postprocess`' answers, on real SQuAD dev questions and edge cases."""
 
 import collections
-import os
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from bert.features import ENCODER_INPUTS
 from bert.serving.squad_windows import (
     answer_byte_offsets, best_spans, window_inputs)
 from bert.validation import ConfigError
-from conftest import minilm_dir, shared_data
+from conftest import shared_data, vocab
 
 # Small rows, so most SQuAD contexts need several windows.
 SEQ, STRIDE, QUERY = 96, 32, 16
@@ -26,7 +25,7 @@ SEQ, STRIDE, QUERY = 96, 32, 16
 
 @pytest.fixture(scope="module")
 def tokenizer():
-  return Tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
+  return Tokenizer(vocab())
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """What several test modules build tasks from: generated data, small
-encoders with MiniLM's vocab, and ready tasks (imported, never collected)."""
+encoders with MiniLM's vocab, ready tasks and untrained teacher runs for
+distillation (imported, never collected)."""
 
 import os
 
@@ -8,11 +9,7 @@ import numpy as np
 from bert.tasks import ClassificationTask, TokenClassificationTask
 from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, ScheduleConfig, TaggingData)
-from conftest import minilm_dir, small_config
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
+from conftest import small_config, vocab, write_run
 
 
 # ------------------------------------------------ sentiment classification
@@ -77,6 +74,23 @@ def write_conll(path, n, seed):
   return str(path)
 
 
+def write_entities_conll(path, n, seed):
+  """Sentences of 3 to 7 words or names: locations ("paris"), persons
+  ("john smith") and O words; each fits one row of 32 pieces."""
+  rng = np.random.RandomState(seed)
+  lines = []
+  for _ in range(n):
+    for _ in range(rng.randint(3, 8)):
+      if rng.rand() < 0.3:
+        lines += ["paris\tB-location"] if rng.rand() < 0.5 else [
+            "john\tB-person", "smith\tI-person"]
+      else:
+        lines.append(f"{rng.choice(['we', 'went', 'to', 'see', 'the', 'show'])}\tO")
+    lines.append("")
+  path.write_text("\n".join(lines) + "\n")
+  return str(path)
+
+
 def encoder_source(**config_overrides):
   """A small random encoder with positions for SEQ and MiniLM's vocab."""
   return EncoderSource(
@@ -95,3 +109,41 @@ def ner_task(tmp_path, inputs=NER_INPUTS, head=None, encoder=None):
   return TokenClassificationTask(
       data=TaggingData(train_file=data, eval_file=data, predict_file=data),
       encoder=encoder or encoder_source(), inputs=inputs, head=head)
+
+
+# ------------------------------------------------------- teacher runs
+def encoder_bindings(layers=3):
+  """gin bindings of a small random encoder with MiniLM's vocab, seq 32."""
+  config = small_config(vocab_size=30522, max_position_embeddings=128,
+                        num_hidden_layers=layers).to_dict()
+  return [f"EncoderSource.bert_config = {config!r}",
+          f"EncoderSource.vocab_file = '{vocab()}'",
+          "EncoderSource.do_lower_case = True",
+          "FinetuningInputs.seq_length = 32",
+          "FinetuningInputs.global_batch_size = 16",
+          "FinetuningInputs.eval_batch_size = 32"]
+
+
+def classification_teacher(tmp_path):
+  """An untrained classification run folder (a teacher) under `tmp_path`."""
+  tmp_path.mkdir(exist_ok=True)
+  d = str(tmp_path)
+  files = [write_data(d, n, seed) for n, seed in ((128, 0), (64, 1), (40, 2))]
+  return write_run(str(tmp_path / "teacher"), [
+      "build_task.task_class = @ClassificationTask",
+      f"ClassificationData.train_file = '{files[0]}'",
+      f"ClassificationData.eval_file = '{files[1]}'",
+      f"ClassificationData.predict_file = '{files[2]}'",
+      "ClassificationData.text_a_column = 'text'",
+      "ClassificationData.label_column = 'label'",
+      "ClassificationData.labels = ('neg', 'pos')"] + encoder_bindings())
+
+
+def tagging_teacher(tmp_path):
+  """An untrained token-classification run folder under `tmp_path`."""
+  tmp_path.mkdir(exist_ok=True)
+  data = write_conll(tmp_path / "d.conll", 64, 0)
+  return write_run(str(tmp_path / "tagger"), [
+      "build_task.task_class = @TokenClassificationTask",
+      f"TaggingData.train_file = '{data}'", f"TaggingData.eval_file = '{data}'",
+      f"TaggingData.predict_file = '{data}'"] + encoder_bindings(2))

@@ -13,7 +13,7 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig, ScheduleConfig)
 from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
                            run_experiment)
-from conftest import minilm_dir, small_config
+from conftest import minilm_dir, small_config, vocab
 from _tasks import make_task, small_encoder, write_data
 
 def test_classification_learns_and_predicts(tmp_path):
@@ -78,7 +78,7 @@ def test_bad_settings_are_named(tmp_path):
     ClassificationTask(data=ClassificationData(labels=("a", "b")),
                        encoder=EncoderSource(
                            bert_config=small_config(),
-                           vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+                           vocab_file=vocab(),
                            do_lower_case=True),
                        inputs=FinetuningInputs(seq_length=32))
 

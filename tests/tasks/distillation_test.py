@@ -23,6 +23,7 @@ from bert.validation import ConfigError
 from conftest import (PRETRAIN_SEQ, REPO_ROOT, small_config,
                       tiny_pretraining_config, write_run)
 import _tasks
+from _tasks import classification_teacher, tagging_teacher
 
 
 def _softmax(x, axis=-1):
@@ -89,45 +90,11 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
 
 
 # ----------------------------------------------------------- teacher runs
-def _encoder_bindings(layers=3):
-  config = small_config(vocab_size=30522, max_position_embeddings=128,
-                        num_hidden_layers=layers).to_dict()
-  return [f"EncoderSource.bert_config = {config!r}",
-          f"EncoderSource.vocab_file = '{_tasks.vocab()}'",
-          "EncoderSource.do_lower_case = True",
-          "FinetuningInputs.seq_length = 32",
-          "FinetuningInputs.global_batch_size = 16",
-          "FinetuningInputs.eval_batch_size = 32"]
-
-
 @pytest.fixture(scope="module")
 def teacher_dir(tmp_path_factory):
   """One classification teacher run per test process (training it is most
   of each test's time)."""
   return classification_teacher(tmp_path_factory.mktemp("teacher"))
-
-
-def classification_teacher(tmp_path):
-  tmp_path.mkdir(exist_ok=True)
-  d = str(tmp_path)
-  files = [_tasks.write_data(d, n, seed) for n, seed in ((128, 0), (64, 1), (40, 2))]
-  return write_run(str(tmp_path / "teacher"), [
-      "build_task.task_class = @ClassificationTask",
-      f"ClassificationData.train_file = '{files[0]}'",
-      f"ClassificationData.eval_file = '{files[1]}'",
-      f"ClassificationData.predict_file = '{files[2]}'",
-      "ClassificationData.text_a_column = 'text'",
-      "ClassificationData.label_column = 'label'",
-      "ClassificationData.labels = ('neg', 'pos')"] + _encoder_bindings())
-
-
-def tagging_teacher(tmp_path):
-  tmp_path.mkdir(exist_ok=True)
-  data = _tasks.write_conll(tmp_path / "d.conll", 64, 0)
-  return write_run(str(tmp_path / "tagger"), [
-      "build_task.task_class = @TokenClassificationTask",
-      f"TaggingData.train_file = '{data}'", f"TaggingData.eval_file = '{data}'",
-      f"TaggingData.predict_file = '{data}'"] + _encoder_bindings(2))
 
 
 INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)

@@ -13,8 +13,8 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig,
                                 MultipleChoiceData)
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import max_abs_diff, small_config
-from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task, vocab
+from conftest import max_abs_diff, small_config, vocab
+from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task
 
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 

@@ -15,18 +15,13 @@ from bert.training import OptimizerConfig, RuntimeConfig
 from bert.training.run import build_task
 from conftest import REPO_ROOT, minilm_dir
 
+# gin's global config is cleared around each test (conftest's `clean_gin`).
+pytestmark = pytest.mark.usefixtures("clean_gin")
 CONFIG_DIR = os.path.dirname(configs.__file__)
 # The recipe the glue_*.gin include: it names no task, so it is no run.
 INCLUDE_ONLY = {"finetune_classification.gin"}
 # Needs a trained teacher run: parsed and run by tests/tasks/distillation_test.
 NEEDS_TEACHER = {"distill.gin"}
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()   # bindings must not leak into other tests
 
 
 def parse(name, *bindings):
