@@ -2,10 +2,12 @@
 processes, found by a rule over what each test uses instead of marks
 written by hand on hundreds of tests.
 
-  data        the test, a fixture it uses, a parameter it is given, or a
-              test helper any of these calls (transitively) names
-              `shared_data`, `shared_texts` or `shared_data_dir`
-              (bert.testing: $BERT_SHARED_DATA, ../shared/data).
+  data        the test, a fixture it uses (also one it looks up by name
+              with `request.getfixturevalue`), a parameter it is given, or
+              a test helper any of these calls or lists in a table of
+              cases (transitively) names `shared_data`, `shared_texts` or
+              `shared_data_dir` (bert.testing: $BERT_SHARED_DATA,
+              ../shared/data).
   subprocess  ... names `subprocess`, `multiprocessing`, `Popen` or
               `sys.executable` (a command line to start).
 

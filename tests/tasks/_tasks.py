@@ -2,6 +2,7 @@
 encoders with MiniLM's vocab, ready tasks and untrained teacher runs for
 distillation (imported, never collected)."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -44,6 +45,11 @@ def small_encoder():
 INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)
 
 
+# The batching of the task-harness runs (tests/harness.py `run_task_test`):
+# 4 steps of 8 rows.
+SMALL = dataclasses.replace(INPUTS, global_batch_size=8, eval_batch_size=16)
+
+
 def make_task(tmp_path, regression=False, epochs=4, labels=("neg", "pos"),
               task_class=ClassificationTask, inputs=INPUTS, head=None):
   data = ClassificationData(
@@ -54,6 +60,23 @@ def make_task(tmp_path, regression=False, epochs=4, labels=("neg", "pos"),
       labels=None if regression else tuple(labels), regression=regression)
   return task_class(data=data, encoder=small_encoder(), inputs=inputs,
                     head=head, schedule=ScheduleConfig(num_train_epochs=epochs))
+
+
+# What a classifier answers (tests/harness.py `run_task_test`): per example,
+# the class probabilities of the task's test_results.tsv, of Keras `predict`
+# and of the serving export.
+def _probabilities_file(task, model_dir):
+  del task
+  with open(os.path.join(model_dir, "test_results.tsv"), encoding="utf-8") as f:
+    return [np.array([float(v) for v in line.split("\t")]) for line in f]
+
+
+CLASSIFIER = dict(
+    read_predictions=_probabilities_file,
+    raw_inputs=lambda task: [e.text_a for e in task.read_examples("predict")],
+    keras_answers=lambda out: list(out["probabilities"]),
+    served_inputs=lambda texts: dict(text=texts),
+    served_answers=lambda out: list(out["probabilities"].numpy()))
 
 
 # ------------------------------------------------------------------- NER
