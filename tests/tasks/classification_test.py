@@ -38,6 +38,7 @@ def test_classification_learns_and_predicts(tmp_path):
   assert np.mean([a == b for a, b in zip(predicted, predict_labels)]) > 0.9
 
 
+@pytest.mark.heavy
 def test_regression_learns(tmp_path):
   task = make_task(tmp_path, regression=True, epochs=8)
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
