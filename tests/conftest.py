@@ -129,6 +129,13 @@ def run_command(argv, cwd, **env):
                         env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.fixture(scope="session")
+def tokenizer():
+  """The tokenizer of MiniLM's vocab (uncased)."""
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  return Tokenizer(vocab())
+
+
 @pytest.fixture
 def clean_gin():
   """gin's global config empty before and after the test (bindings must

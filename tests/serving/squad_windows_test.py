@@ -12,20 +12,14 @@ from bert.data import length_buckets as lb
 from bert.data import squad_eval
 from bert.data.squad_examples import (
     SquadExample, _char_offsets, encode_examples, read_squad)
-from bert.data.tokenization import Tokenizer
 from bert.features import ENCODER_INPUTS
 from bert.serving.squad_windows import (
     answer_byte_offsets, best_spans, window_inputs)
 from bert.validation import ConfigError
-from conftest import shared_data, vocab
+from conftest import shared_data
 
 # Small rows, so most SQuAD contexts need several windows.
 SEQ, STRIDE, QUERY = 96, 32, 16
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return Tokenizer(vocab())
 
 
 @pytest.fixture(scope="module")

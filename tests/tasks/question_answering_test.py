@@ -9,7 +9,6 @@ from bert.data.squad_examples import (
     SquadExample, article_titles, encode_examples, read_squad, split_articles)
 from bert.data.squad_eval import f1_score, postprocess, squad_metrics
 from bert.data.classification_data import DataError
-from bert.data.tokenization import Tokenizer
 from bert.tasks import QuestionAnsweringTask
 from bert.tasks.configs import EncoderSource, FinetuningInputs, SquadData
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
@@ -72,11 +71,6 @@ def test_answer_start_mismatch_is_named(tmp_path):
   with pytest.raises(DataError, match=r"bad.json: question q7: answer 'Paris' "
                      r"is not at answer_start 3"):
     read_squad(str(path))
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return Tokenizer(vocab())
 
 
 def logits_for(arrays, meta, spans_scores):
