@@ -596,7 +596,8 @@ def check_task_stats(task, model=None, batch=None, rtol: float = 1e-4):
           f"denominator is {stats[k][1]}")
     n = int(batch["input_word_ids"].shape[0])
     assert n >= 2, "the check needs a batch of two rows or more"
-    halves = [stats_of(_rows(batch, 0, n // 2)), stats_of(_rows(batch, n // 2, n))]
+    halves = [stats_of(_rows(batch, 0, n // 2)),
+              stats_of(_rows(batch, n // 2, n))]
     for k, whole in stats.items():
       for i, part in enumerate(("numerator", "denominator")):
         summed = halves[0][0][k][i] + halves[1][0][k][i]

@@ -344,7 +344,8 @@ def test_missing_variable(tf1_folder):
   rewrite_tf1(folder, lambda a: a.pop("bert/encoder/layer_0/attention/self/key/bias"))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(folder))
-  one_line(e, "missing variable", "bert/encoder/layer_0/attention/self/key/bias")
+  one_line(e, "missing variable",
+           "bert/encoder/layer_0/attention/self/key/bias")
 
 
 def test_unexpected_variable(tf1_folder):

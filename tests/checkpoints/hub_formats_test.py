@@ -81,7 +81,8 @@ def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
   assert ours.vocab_file == os.path.join(preprocess, "assets", "vocab.txt")
   assert ours.do_lower_case is True    # the encoder's variable and the graph agree
   with pytest.raises(CheckpointError) as e:
-    checkpoints.load(unpack_fixture("keras_hub_preset", tmp_path), preprocessor=preprocess)
+    checkpoints.load(unpack_fixture("keras_hub_preset", tmp_path),
+                     preprocessor=preprocess)
   one_line(e, "preprocessor= is for TF Hub SavedModels")
 
 
