@@ -11,7 +11,6 @@ import time
 
 import numpy as np
 import torch
-import transformers
 
 
 def parse_args(extra, seq_length=128, epochs=3.0):
@@ -66,29 +65,20 @@ def predict(model, tensors, batch_size=64, pad_value=-1e9):
 
 
 def optimizer(model, learning_rate, steps):
-  """The recipe's (AdamW, linear schedule with 10% warmup) for `steps` steps."""
-  decay = [p for name, p in model.named_parameters()
-           if not any(k in name for k in ("LayerNorm", "bias"))]
-  no_decay = [p for name, p in model.named_parameters()
-              if any(k in name for k in ("LayerNorm", "bias"))]
-  adamw = torch.optim.AdamW(
-      [dict(params=decay, weight_decay=0.01), dict(params=no_decay, weight_decay=0.0)],
-      lr=learning_rate, betas=(0.9, 0.999), eps=1e-6)
-  return adamw, transformers.get_linear_schedule_with_warmup(
-      adamw, int(0.1 * steps), steps)
+  """The recipe's (AdamW, linear schedule with 10% warmup) for `steps` steps
+  (`bert.testing`, which the step-parity test shares; imported here, not at
+  the top, so the serving workers that only `trim` and `predict` never
+  import the library)."""
+  from bert import testing  # pylint: disable=g-import-not-at-top
+  return testing.torch_recipe_optimizer(model, learning_rate, steps)
 
 
 def step(model, adamw, schedule, batch):
   """One training step on `batch` (model inputs and labels, cut to its
   longest row): forward, backward, clipping to 1.0, update. Returns the
   loss."""
-  out = model(**trim(batch))
-  out.loss.backward()
-  torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-  adamw.step()
-  schedule.step()
-  adamw.zero_grad()
-  return out.loss.item()
+  from bert import testing  # pylint: disable=g-import-not-at-top
+  return testing.torch_recipe_step(model, adamw, schedule, trim(batch))
 
 
 def train(model, tensors, labels, epochs, batch_size, learning_rate, seed):

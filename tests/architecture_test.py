@@ -25,7 +25,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     # leaf: below everything, imported by anything
     ("bert.errors", "bert.untrusted", "bert.validation", "bert.features",
      "bert.config", "bert.flops", "bert.hardware", "bert.precision", "bert.io",
-     "bert.registry", "bert.testing", "bert.configs"),
+     "bert.registry", "bert.configs"),
     ("bert.pretrained",),          # presets: download and cache
     ("bert.layers",),
     ("bert.data",),                # text -> records; uses the tokenizer layers
@@ -37,9 +37,11 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("bert.models",),
     ("bert.tasks",),
     ("bert.training",),
-    # the commands, and the front door (bert/__init__.py), which registers
-    # the few functions a lower layer looks up in `bert.registry`
-    ("bert.scripts", "bert"),
+    # the commands; what the tests and benchmarks share (real data and
+    # weights, the step-parity run: nothing in the library imports it); and
+    # the front door (bert/__init__.py), which registers the few functions a
+    # lower layer looks up in `bert.registry`
+    ("bert.scripts", "bert.testing", "bert"),
 )
 
 

@@ -11,14 +11,12 @@ case cannot pass because the fixtures themselves are broken.
 import collections
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from bert import BertConfig, BertEncoder, checkpoints
+from conftest import run_command
 
-BIN = os.path.dirname(sys.executable)
 WORDS = ("the a man dog cat is was good bad movie film it not very this that "
          "and runs ran play played , . ! ?").split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + ["##s", "##ed"]
@@ -263,14 +261,6 @@ def listing(root):
   return sorted((d, tuple(sorted(fs))) for d, _, fs in os.walk(root))
 
 
-def run_command(argv, cwd):
-  env = dict(os.environ)
-  env.pop("TF_CPP_MIN_LOG_LEVEL", None)   # the commands must quiet TF alone
-  env.pop("BERT_VERBOSE", None)
-  return subprocess.run([os.path.join(BIN, argv[0])] + argv[1:], cwd=cwd,
-                        env=env, capture_output=True, text=True, timeout=600)
-
-
 def test_at_least_25_cases_over_every_command():
   commands = {c.argv[0] for c in CASES if c.id not in SLOW}
   assert len(CASES) - len(SLOW) >= 25 and SLOW <= {c.id for c in CASES}
@@ -284,7 +274,8 @@ def test_bad_input_is_one_line_exit_2(case, files, tmp_path):
   out = str(tmp_path / "out")
   argv = [a.format(out=out, **files) for a in case.argv]
   before = listing(files["root"])
-  proc = run_command(argv, cwd=str(tmp_path))
+  # The commands must quiet TensorFlow's log alone.
+  proc = run_command(argv, str(tmp_path), TF_CPP_MIN_LOG_LEVEL=None)
   report = f"exit {proc.returncode}\nstderr:\n{proc.stderr[-4000:]}"
   assert proc.returncode == 2, report
   lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -303,11 +294,13 @@ def test_valid_inputs_pass_and_verbose_shows_the_traceback(files, tmp_path):
   prints the traceback above the same one-line error."""
   out = str(tmp_path / "converted")
   ok = run_command(["bert-convert", f"--input={files['ckpt']}",
-                    f"--output={out}", "--to=tf2"], str(tmp_path))
+                    f"--output={out}", "--to=tf2"], str(tmp_path),
+                   TF_CPP_MIN_LOG_LEVEL=None)
   assert ok.returncode == 0, ok.stderr[-3000:]
   assert checkpoints.load(out).config.vocab_size == len(VOCAB)
   verbose = run_command(["bert-convert", f"--input={files['ckpt_truncated']}",
-                         f"--output={tmp_path}/x", "--verbose"], str(tmp_path))
+                         f"--output={tmp_path}/x", "--verbose"], str(tmp_path),
+                         TF_CPP_MIN_LOG_LEVEL=None)
   assert verbose.returncode == 2
   assert "Traceback" in verbose.stderr
   assert verbose.stderr.strip().splitlines()[-1].startswith("error: ")

@@ -1,6 +1,14 @@
-"""Shared test helpers: quiet TF logs, small configs, random BERT inputs."""
+"""The one home of the helpers the tests share: quiet TF logs, small
+configs, random BERT inputs, MiniLM's vocab, numeric and error-message
+checks, the bert-* commands, small files and runs; and the tiers' hooks
+(tests/_tiers.py). Task data lives in tests/tasks/_tasks.py, run folders in
+tests/training/_runs.py, the output tests' tools in tests/output_checks.py."""
 
+import json
 import os
+import subprocess
+import sys
+import tarfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The library's default fast path (set by `import bert`), before TensorFlow.
@@ -11,12 +19,23 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bert import BertConfig  # noqa: E402
+import _tiers  # noqa: E402
 
 # Where the real data and weights are: one definition, shared with bench/.
 from bert.testing import minilm_dir, shared_data  # noqa: E402,F401
 
 # The repository root (subprocess tests run commands from it).
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Where the bert-* console commands are.
+BIN = os.path.dirname(sys.executable)
+# Checkpoints of other libraries' formats (tests/fixtures/hub).
+FIXTURES = os.path.join(REPO_ROOT, "tests", "fixtures", "hub")
+
+
+def vocab() -> str:
+  """MiniLM's vocab.txt (30,522 word pieces, uncased), from the real
+  weights' package."""
+  return os.path.join(minilm_dir(), "vocab.txt")
 
 
 def small_config(**overrides) -> BertConfig:
@@ -48,8 +67,97 @@ def random_inputs(batch, seq, vocab_size=100, seed=0, lengths=None):
               input_type_ids=tf.constant(types))
 
 
-def max_abs_diff(a, b):
-  return float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+def max_abs_diff(a, b) -> float:
+  """max |a - b| in float64 (0 for two empty arrays)."""
+  a = np.asarray(a, np.float64)
+  b = np.asarray(b, np.float64)
+  if a.size == 0 and b.size == 0:
+    return 0.0
+  return float(np.max(np.abs(a - b)))
+
+
+def one_line(error, *fragments, os_error_text=False) -> str:
+  """The message of `error` (an exception, or pytest's ExceptionInfo) is
+  one line, holds each of `fragments` and, unless `os_error_text`, quotes
+  no raw OS error ("[Errno 2] ..."); returns it."""
+  message = str(getattr(error, "value", error))
+  assert message and "\n" not in message, message
+  assert os_error_text or "[Errno" not in message, message
+  for fragment in fragments:
+    assert fragment in message, (fragment, message)
+  return message
+
+
+def write_json(path, value):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f)
+
+
+def unpack_fixture(name, dest) -> str:
+  """Unpacks tests/fixtures/hub/<name>.tar.xz into folder `dest`; the path
+  of what it held."""
+  with tarfile.open(os.path.join(FIXTURES, name + ".tar.xz")) as tar:
+    tar.extractall(str(dest), filter="data")
+  return os.path.join(str(dest), name)
+
+
+def shard_safetensors(folder):
+  """The folder's model.safetensors as two shards and an index, as
+  `save_pretrained(max_shard_size=...)` writes them; the weight map."""
+  from safetensors.numpy import load_file, save_file  # pylint: disable=g-import-not-at-top
+  tensors = load_file(os.path.join(folder, "model.safetensors"))
+  os.remove(os.path.join(folder, "model.safetensors"))
+  keys = sorted(tensors)
+  weight_map = {}
+  for i, part in enumerate((keys[:len(keys) // 2], keys[len(keys) // 2:])):
+    name = f"model-0000{i + 1}-of-00002.safetensors"
+    save_file({k: tensors[k] for k in part}, os.path.join(folder, name),
+              metadata={"format": "pt"})
+    weight_map.update({k: name for k in part})
+  write_json(os.path.join(folder, "model.safetensors.index.json"),
+             dict(metadata={}, weight_map=weight_map))
+  return weight_map
+
+
+def run_command(argv, cwd, **env):
+  """Runs the bert-* command argv[0] (the installed console script) with
+  argv[1:] in `cwd`; `env` adds to or (None) removes from os.environ, and
+  BERT_VERBOSE is removed. The CompletedProcess, text captured."""
+  env = dict(os.environ, BERT_VERBOSE=None, **env)
+  env = {k: v for k, v in env.items() if v is not None}
+  return subprocess.run([os.path.join(BIN, argv[0])] + argv[1:], cwd=cwd,
+                        env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+  """The tokenizer of MiniLM's vocab (uncased)."""
+  from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
+  return Tokenizer(vocab())
+
+
+@pytest.fixture
+def clean_gin():
+  """gin's global config empty before and after the test (bindings must
+  not leak into other tests)."""
+  import gin  # pylint: disable=g-import-not-at-top
+  gin.clear_config()
+  yield
+  gin.clear_config()
+
+
+@pytest.hookimpl(tryfirst=True)   # before `-m` selects by the marks
+def pytest_collection_modifyitems(items):
+  """The `data` and `subprocess` marks of the tiers (tests/_tiers.py)."""
+  _tiers.mark_items(items)
+
+
+@pytest.fixture(autouse=True)
+def _tier_guard(request, monkeypatch):
+  """A test without the `data` mark sees no shared data, one without
+  `subprocess` starts no process (tests/_tiers.py)."""
+  with _tiers.guard(request.node, monkeypatch):
+    yield
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +183,7 @@ def pretraining_records(tmp_path_factory):
   config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=PRETRAIN_SEQ,
                                     max_predictions_per_seq=PRETRAIN_PRED)
   pd.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
-                             os.path.join(minilm_dir(), "vocab.txt"), config,
+                             vocab(), config,
                              num_shards=4, log=lambda *_: None)
   return os.path.join(folder, "*.tfrecord")
 
@@ -85,6 +193,19 @@ def tiny_pretraining_config(dropout=0.1) -> BertConfig:
   return small_config(vocab_size=30522, max_position_embeddings=PRETRAIN_SEQ,
                       hidden_dropout_prob=dropout,
                       attention_probs_dropout_prob=dropout)
+
+
+def pretraining_task(records, dropout=0.0, batch=8, task_class=None, seed=3):
+  """A tiny `PretrainingTask` (or `task_class`) on the records glob
+  `records` (train and eval), PRETRAIN_SEQ/PRETRAIN_PRED, batch `batch`."""
+  from bert.tasks import PretrainingTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import EncoderSource, PretrainingInputs  # pylint: disable=g-import-not-at-top
+  return (task_class or PretrainingTask)(
+      encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout)),
+      inputs=PretrainingInputs(train_files=records, eval_files=records,
+                               seq_length=PRETRAIN_SEQ,
+                               max_predictions_per_seq=PRETRAIN_PRED,
+                               global_batch_size=batch, seed=seed))
 
 
 def write_run(folder, bindings):

@@ -16,11 +16,7 @@ from bert import BertEncoder, export
 from bert.data import classification_data as cd
 from bert.models import BertClassifier, build_pretraining_heads
 from bert.networks.bert_preprocessor import make_preprocessor
-from conftest import minilm_dir, random_inputs, shared_data, small_config
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
+from conftest import random_inputs, shared_data, small_config, vocab
 
 
 def run_without_bert(script):

@@ -33,6 +33,9 @@ generic checks, each of which proves one property:
 `run_layer_test` and `run_model_test` run them; each `check_*` function is
 usable alone. A failed check raises AssertionError naming the class and the
 check. tests/harness_test.py shows that each check can fail.
+
+Tasks (`bert.tasks`) have their own checks (stats, determinism, fit,
+predict, export; see "task checks" below), run by `run_task_test`.
 """
 
 import contextlib
@@ -44,6 +47,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
+from conftest import max_abs_diff
 
 CHECKS = ("config", "saved_model", "training", "mixed_precision")
 
@@ -68,14 +73,6 @@ def _leaves(structure):
   """Tensors of a nest, composites (ragged) expanded into their components."""
   return [tf.convert_to_tensor(t) if not isinstance(t, tf.Tensor) else t
           for t in tf.nest.flatten(structure, expand_composites=True)]
-
-
-def max_abs_diff(a, b) -> float:
-  a = np.asarray(a, np.float64)
-  b = np.asarray(b, np.float64)
-  if a.size == 0 and b.size == 0:
-    return 0.0
-  return float(np.max(np.abs(a - b)))
 
 
 def assert_outputs_close(expected, actual, atol: float, what: str):
@@ -499,3 +496,354 @@ def run_model_test(cls: Callable, init_kwargs: Optional[Mapping[str, Any]],
   """
   return _run(_build(cls, init_kwargs), input_data, init_kwargs=init_kwargs,
               saved_model_mode=saved_model_mode, **options)
+
+
+# ------------------------------------------------------------- task checks
+# The checks of a task (`bert.tasks`) as the training loop, Keras and
+# serving use it, each proving one property:
+#
+#   stats:       `compute_stats` of a batch are sums with their own
+#                denominators (`check_task_stats`).
+#   determinism: a run resumed from a checkpoint lands on the weights of the
+#                run it was cut from (`check_resume`).
+#   fit:         Keras `fit` on the loop's batches lands on its weights
+#                (`check_fit_parity`).
+#   predict:     the task's predict mode writes its files, and the model's
+#                Keras `predict` on the raw inputs gives the same answers
+#                (`check_predictions`).
+#   export:      the serving export of the model answers as Keras `predict`
+#                does (`check_export`).
+#
+# `run_task_test` runs them on one task; tests/harness_test.py shows that
+# each can fail.
+TASK_CHECKS = ("stats", "determinism", "fit", "predict", "export")
+
+
+def first_batch(task):
+  """The first training batch of `task` (the loop's step-0 batch)."""
+  return next(iter(task.build_inputs(None, training=True)))
+
+
+def _rows(features, start, stop):
+  n = int(features["input_word_ids"].shape[0])
+  return {k: v[start:stop] if v.shape.rank and v.shape[0] == n else v
+          for k, v in features.items()}
+
+
+def _scalars(task, stats):
+  """{name: (numerator, denominator)} as floats, each checked a finite
+  float32 scalar."""
+  out = {}
+  for name, pair in stats.items():
+    assert isinstance(pair, tuple) and len(pair) == 2, (
+        f"stat {name!r} is not a (numerator, denominator) pair")
+    values = []
+    for part, value in zip(("numerator", "denominator"), pair):
+      value = tf.convert_to_tensor(value)
+      assert value.shape.rank == 0 and value.dtype == tf.float32, (
+          f"stat {name!r}: the {part} is {value.dtype.name} "
+          f"{value.shape}, not a float32 scalar")
+      assert np.isfinite(float(value)), f"stat {name!r}: {part} {float(value)}"
+      values.append(float(value))
+    out[name] = tuple(values)
+  return out
+
+
+def check_task_stats(task, model=None, batch=None, rtol: float = 1e-4):
+  """The per-batch stats are sums over the batch with their denominators.
+
+  On one training batch, with the model in inference mode. Proves:
+  `compute_stats` reports exactly `task.stat_names` (the running sums the
+  loop makes), `loss_names` are among them; each numerator and denominator
+  is a finite float32 scalar and each denominator positive; the loss
+  denominators the loop divides by (`loss_denominators`, from the features
+  alone, summed over the global batch before any forward pass) are the loss
+  stats' own; ratios named accuracy lie in [0, 1]; and every numerator and
+  denominator of the batch is the sum of those of its two halves (within
+  `rtol`), which is what makes micro-batches and replicas add up to one
+  batch. Returns the batch's stats.
+  """
+  name = type(task).__name__
+  with _what(name, "stats"):
+    batch = first_batch(task) if batch is None else batch
+    if model is None:
+      model = task.build_model()
+      task.initialize(model)
+
+    def stats_of(features):
+      outputs = model(task.model_inputs(features), training=False)
+      stats = _scalars(task, task.compute_stats(features, outputs))
+      dens = {k: float(v) for k, v in task.loss_denominators(features).items()}
+      return stats, dens
+
+    stats, dens = stats_of(batch)
+    assert set(stats) == set(task.stat_names), (
+        f"compute_stats gives {sorted(stats)}, stat_names are "
+        f"{sorted(task.stat_names)}")
+    assert set(task.loss_names) <= set(stats) and task.loss_names, (
+        f"loss_names {task.loss_names} not among the stats")
+    assert set(dens) == set(task.loss_names), (
+        f"loss_denominators gives {sorted(dens)}, loss_names are "
+        f"{sorted(task.loss_names)}")
+    for k, (numerator, denominator) in stats.items():
+      assert denominator > 0, f"stat {k!r}: denominator {denominator}"
+      if "accuracy" in k:
+        assert 0 <= numerator <= denominator * (1 + 1e-6), (
+            f"stat {k!r}: {numerator} of {denominator}")
+    for k in task.loss_names:
+      assert np.isclose(dens[k], stats[k][1], rtol=1e-6), (
+          f"loss {k!r}: the loop divides by {dens[k]}, the stat's own "
+          f"denominator is {stats[k][1]}")
+    n = int(batch["input_word_ids"].shape[0])
+    assert n >= 2, "the check needs a batch of two rows or more"
+    halves = [stats_of(_rows(batch, 0, n // 2)),
+              stats_of(_rows(batch, n // 2, n))]
+    for k, whole in stats.items():
+      for i, part in enumerate(("numerator", "denominator")):
+        summed = halves[0][0][k][i] + halves[1][0][k][i]
+        assert np.isclose(summed, whole[i], rtol=rtol, atol=rtol), (
+            f"stat {k!r}: the {part}s of the batch's halves add up to "
+            f"{summed:.6g}, the whole batch's is {whole[i]:.6g} (a mean, "
+            "not a sum?)")
+    for k, whole in dens.items():
+      summed = halves[0][1][k] + halves[1][1][k]
+      assert np.isclose(summed, whole, rtol=rtol, atol=rtol), (
+          f"loss_denominators[{k!r}] of the halves add up to {summed:.6g}, "
+          f"the whole batch's is {whole:.6g}")
+  return stats
+
+
+def _model_weights(path):
+  """{key: value} of the model's own weights (no optimizer slots) in the
+  checkpoint `path`, or the newest one in the folder `path`."""
+  if tf.io.gfile.isdir(path):
+    path = tf.train.latest_checkpoint(path)
+  reader = tf.train.load_checkpoint(path)
+  return {n: reader.get_tensor(n) for n, _ in tf.train.list_variables(path)
+          if n.startswith("model/") and ".OPTIMIZER_SLOT" not in n
+          and not n.startswith("model/optimizer/")}
+
+
+def train_run(task, model_dir, steps, every, seed=1):
+  """`run_experiment` training `task` for `steps` steps, a loop and a
+  checkpoint every `every` steps (all kept), on one device, silent; the
+  trained model."""
+  from bert.training import RuntimeConfig, run_experiment  # pylint: disable=g-import-not-at-top
+  model, _ = run_experiment(
+      task, str(model_dir), "train",
+      RuntimeConfig(train_steps=steps, steps_per_loop=every,
+                    checkpoint_interval=every, max_checkpoints=steps,
+                    strategy="one_device", seed=seed), log_fn=None)
+  return model
+
+
+def check_resume(make_task, folder, steps: int = 4, seed: int = 1,
+                 atol: float = 1e-6):
+  """A run resumed from its checkpoint of step `steps // 2` lands on the
+  weights of the run it was cut from (with the task's dropout on).
+
+  Two `run_experiment`s: one of `steps` steps with a checkpoint half way,
+  and one that starts from a folder holding only that checkpoint (a new
+  process would find nothing else). Proves the training data resumes at
+  the checkpoint's step (`build_inputs(start_step=...)`), the dropout masks
+  and optimizer state resume with it, and nothing else in a step draws
+  from an unseeded source. Returns the whole run's folder."""
+  name = type(make_task()).__name__
+  with _what(name, "determinism"):
+    whole = os.path.join(str(folder), "whole")
+    train_run(make_task(), whole, steps, steps // 2, seed)
+    half = os.path.join(whole, f"ckpt-{steps // 2}")
+    assert tf.io.gfile.exists(half + ".index"), f"no checkpoint {half}"
+    resumed = os.path.join(str(folder), "resumed")
+    os.makedirs(resumed)
+    for path in tf.io.gfile.glob(half + ".*"):
+      tf.io.gfile.copy(path, os.path.join(resumed, os.path.basename(path)))
+    tf.compat.v1.train.update_checkpoint_state(
+        resumed, os.path.join(resumed, os.path.basename(half)))
+    train_run(make_task(), resumed, steps, steps // 2, seed)
+    expected, got = _model_weights(whole), _model_weights(resumed)
+    start = _model_weights(half)
+    assert max(max_abs_diff(start[k], got[k]) for k in got) > 0, (
+        "the resumed steps changed no weight")
+    assert expected.keys() == got.keys()
+    diff = max(max_abs_diff(expected[k], got[k]) for k in expected)
+    assert diff <= atol, (
+        f"resumed at step {steps // 2}, the run ends {diff:.3g} from the "
+        f"uninterrupted one (tolerance {atol})")
+  return whole
+
+
+def check_fit_parity(make_task, model_dir, steps: int, seed: int = 1,
+                     targets: Optional[Callable] = None, rtol: float = 1e-5,
+                     atol: float = 1e-6):
+  """Keras `fit` (`compile()`'s defaults: the library's recipe) on the
+  batches of the custom loop's first `steps` steps lands on the weights the
+  loop (`run_experiment` with `OptimizerConfig()`, seed `seed`) saved in
+  `model_dir` after them: one step (loss, gradient, clipping, optimizer,
+  schedule, dropout masks) on both paths.
+
+  `targets(features)` gives `fit`'s y from a batch (default: the task
+  preprocessor's `targets`). Each weight within `rtol` of its largest value
+  plus `atol`: Adam turns float noise in a near-zero gradient into an
+  update of up to the learning rate (a bias that starts at 0, or one that
+  shifts every choice's score alike), well below what a different batch,
+  mask, loss or schedule moves (the learning rate on every weight)."""
+  name = type(make_task()).__name__
+  with _what(name, "fit"):
+    model, _ = fit_on_loop_batches(make_task(), steps, seed, targets)
+    assert int(model.optimizer.iterations.numpy()) == steps
+    got = _checkpoint_weights(model)
+    loop = _model_weights(str(model_dir))
+    missing = sorted(set(got) - set(loop))
+    assert not missing, f"weights the loop's checkpoint lacks: {missing[:3]}"
+    worst, diff, where = 0.0, 0.0, None
+    for key, value in got.items():
+      d = max_abs_diff(value, loop[key])
+      ratio = d / (rtol * float(np.max(np.abs(loop[key]))) + atol)
+      if ratio > worst:
+        worst, diff, where = ratio, d, key
+    assert worst <= 1, (
+        f"{steps} fit steps end {diff:.3g} from the custom loop's {where} "
+        f"({worst:.3g} times the tolerance: {rtol} of its largest value + "
+        f"{atol})")
+  return model
+
+
+def fit_on_loop_batches(task, steps: int, seed: int, targets=None,
+                        **compile_args):
+  """Keras `fit` of a new model of `task` (`compile(**compile_args)`) on
+  the batches of the custom loop's first `steps` steps, from global seed
+  `seed`, as `run_experiment` starts: (model, history). `targets(features)`
+  gives y (default: the task preprocessor's `targets`)."""
+  if targets is None:
+    targets = task.preprocessor().targets
+  tf_keras.utils.set_random_seed(seed)
+  model = task.build_model()
+  task.initialize(model)
+  # The loop's batches, read once (each pass over a dataset may shuffle).
+  seen = [(task.model_inputs(f), targets(f)) for f in
+          task.build_inputs(None, training=True).take(steps)]
+  batches = tf.data.Dataset.from_generator(
+      lambda: iter(seen), output_signature=tf.nest.map_structure(
+          lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), seen[0]))
+  model.compile(**compile_args)
+  history = model.fit(
+      batches.apply(tf.data.experimental.assert_cardinality(steps)),
+      epochs=1, verbose=0)
+  return model, history
+
+
+def _checkpoint_weights(model):
+  """`_model_weights` of `model`, keyed as a run's checkpoint keys them."""
+  with tempfile.TemporaryDirectory() as folder:
+    return _model_weights(
+        tf.train.Checkpoint(model=model).write(os.path.join(folder, "c")))
+
+
+def check_predictions(task, model_dir, read_predictions: Callable,
+                      raw_inputs: Callable, keras_answers: Callable,
+                      atol: float = 1e-5):
+  """The task's predict mode (`run_experiment(mode="predict")`) writes
+  its `prediction_files`, and the model it returns answers the task's raw
+  predict inputs through Keras `predict` as those files do.
+
+  `read_predictions(task, model_dir)`: the files' answers, one per example;
+  `raw_inputs(task)`: the predict split as raw inputs; `keras_answers(
+  model.predict(raw))`: the same per-example answers. Answers are compared
+  exactly, or within `atol` where they are floats. Returns the model."""
+  from bert.training import RuntimeConfig, run_experiment  # pylint: disable=g-import-not-at-top
+  with _what(type(task).__name__, "predict"):
+    model, _ = run_experiment(task, str(model_dir), "predict",
+                              RuntimeConfig(strategy="one_device"), log_fn=None)
+    written = set(os.listdir(str(model_dir)))
+    missing = [f for f in task.prediction_files[:1] if f not in written]
+    assert not missing, f"predict wrote no {missing}"
+    expected = read_predictions(task, str(model_dir))
+    got = keras_answers(model.predict(raw_inputs(task)))
+    _same_answers(expected, got, atol, "Keras predict", "the task's files")
+  return model
+
+
+def check_export(model, folder, served_inputs: Callable, served_answers: Callable,
+                 keras_answers: Callable, raw, atol: float = 1e-5):
+  """The serving export of `model` (`model.export`, loaded with
+  `load_serving`) answers `raw` as Keras `predict` does.
+
+  `served_inputs(raw)`: the export's string inputs; `served_answers(
+  outputs)` and `keras_answers(model.predict(raw))`: per-example answers."""
+  from bert import export  # pylint: disable=g-import-not-at-top
+  with _what(_name(model), "export"):
+    path = os.path.join(str(folder), "export")
+    model.export(path)
+    served = export.load_serving(path)(**served_inputs(raw))
+    expected = keras_answers(model.predict(raw))
+    _same_answers(expected, served_answers(served), atol, "the export",
+                  "Keras predict")
+
+
+def _same_answers(expected, got, atol, what, reference):
+  assert len(got) == len(expected), (
+      f"{what} gives {len(got)} answers, {reference} {len(expected)}")
+  for i, (e, g) in enumerate(zip(expected, got)):
+    if isinstance(e, (float, np.floating, np.ndarray, list, tuple)) and \
+        np.asarray(e).dtype.kind == "f":
+      diff = max_abs_diff(e, g)
+      assert diff <= atol, (f"answer {i}: {what} is {diff:.3g} from "
+                            f"{reference} ({g} against {e})")
+    else:
+      assert g == e, f"answer {i}: {what} says {g!r}, {reference} {e!r}"
+
+
+def run_task_test(make_task, folder, *, steps: int = 4, checks=TASK_CHECKS,
+                  targets: Optional[Callable] = None,
+                  answers: Optional[Mapping[str, Callable]] = None,
+                  atol: float = 1e-5):
+  """Runs the task checks on the task `make_task()` builds (anew for each
+  run; tiny model, tiny data) in `folder`.
+
+  Args:
+    make_task: () -> a Task.
+    folder: an empty folder for the runs.
+    steps: training steps of the runs (even; the resumed run starts half
+      way).
+    checks: a subset of `TASK_CHECKS` (leave out what the task has not,
+      e.g. "predict" and "export" for pre-training, and say why at the call
+      site).
+    targets: for "fit", `fit`'s y from a batch (default: the task
+      preprocessor's `targets`).
+    answers: for "predict" and "export": `read_predictions`, `raw_inputs`,
+      `keras_answers` (see `check_predictions`) and `served_inputs`,
+      `served_answers` (see `check_export`).
+  Returns:
+    The model of the predict check (or None).
+  """
+  unknown = set(checks) - set(TASK_CHECKS)
+  if unknown:
+    raise ValueError(f"unknown checks {sorted(unknown)}; known: {TASK_CHECKS}")
+  if "export" in checks and "predict" not in checks:
+    raise ValueError("the export check compares with the predict check's model")
+  if "stats" in checks:
+    check_task_stats(make_task())
+  whole = None
+  if "determinism" in checks or "fit" in checks or "predict" in checks:
+    whole = (check_resume(make_task, folder, steps) if "determinism" in checks
+             else _train_whole(make_task, folder, steps))
+  if "fit" in checks:
+    check_fit_parity(make_task, whole, steps, targets=targets)
+  model = None
+  if "predict" in checks:
+    task = make_task()
+    model = check_predictions(task, whole, answers["read_predictions"],
+                              answers["raw_inputs"], answers["keras_answers"],
+                              atol)
+    if "export" in checks:
+      check_export(model, folder, answers["served_inputs"],
+                   answers["served_answers"], answers["keras_answers"],
+                   answers["raw_inputs"](task), atol)
+  return model
+
+
+def _train_whole(make_task, folder, steps):
+  whole = os.path.join(str(folder), "whole")
+  train_run(make_task(), whole, steps, steps // 2)
+  return whole

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from bert.tasks import Task
 import harness
 
 X = np.random.RandomState(0).randn(3, 5, 8).astype(np.float32)
@@ -252,3 +253,104 @@ def test_golden_check_catches_a_wrong_value():
   wrong = {"y[0]": (lambda o: o["y"][0], [0.1, 0.2, 0.3002])}
   with pytest.raises(AssertionError, match=r"golden y\[0\]: differs by 0.0002"):
     harness.check_golden_values(outputs, wrong, atol=1e-4)
+
+
+# ------------------------------------------------------------- task checks
+class RowsTask(Task):
+  """The smallest task the loop trains: rows of 8 random ids, labelled by
+  whether id 1 is among them, an embedding, dropout and a dense head.
+
+  Its flaws are switched on one at a time: `mean` (the loss numerator is
+  the batch mean, not the sum), `wrong_denominator` (the loop divides by
+  another count than the stat's), `extra_stat` (a stat not in stat_names),
+  `ignores_start_step` (a resumed run starts its data from the beginning)."""
+
+  loss_names = ("loss",)
+  stat_names = ("loss", "accuracy")
+  global_batch_size = 4
+
+  def __init__(self, **flaws):
+    self.flaws = flaws
+    rng = np.random.RandomState(0)
+    self.ids = rng.randint(0, 20, size=(64, 8)).astype(np.int32)
+    self.labels = (self.ids == 1).any(1).astype(np.int32)
+
+  def build_model(self):
+    ids = tf_keras.Input([8], dtype=tf.int32, name="input_word_ids")
+    x = tf_keras.layers.Embedding(20, 8)(ids)
+    x = tf_keras.layers.Dropout(0.2)(tf_keras.layers.GlobalAveragePooling1D()(x))
+    return tf_keras.Model(ids, dict(logits=tf_keras.layers.Dense(2)(x)))
+
+  def build_inputs(self, input_context, training, start_step=0):
+    del input_context, training
+    ds = tf.data.Dataset.from_tensor_slices(
+        dict(input_word_ids=self.ids, label=self.labels)).batch(4).repeat()
+    return ds if self.flaws.get("ignores_start_step") else ds.skip(start_step)
+
+  def model_inputs(self, features):
+    return {"input_word_ids": features["input_word_ids"]}
+
+  def loss_denominators(self, features):
+    n = tf.cast(tf.shape(features["label"])[0], tf.float32)
+    return dict(loss=n + 1.0 if self.flaws.get("wrong_denominator") else n)
+
+  def compute_stats(self, features, outputs):
+    logits, labels = outputs["logits"], features["label"]
+    n = tf.cast(tf.shape(labels)[0], tf.float32)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+    correct = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                               labels), tf.float32)
+    loss = tf.reduce_mean(losses) if self.flaws.get("mean") else tf.reduce_sum(losses)
+    stats = dict(loss=(loss, n), accuracy=(tf.reduce_sum(correct), n))
+    if self.flaws.get("extra_stat"):
+      stats["confidence"] = (tf.reduce_sum(tf.reduce_max(logits, -1)), n)
+    return stats
+
+
+def test_stats_check_passes_sums_and_catches_what_lies():
+  stats = harness.check_task_stats(RowsTask())
+  assert stats["loss"][1] == 4.0 and 0 <= stats["accuracy"][0] <= 4
+  with pytest.raises(AssertionError, match=r"RowsTask \[stats\].*a mean, not a sum"):
+    harness.check_task_stats(RowsTask(mean=True))
+  with pytest.raises(AssertionError, match=r"the loop divides by 5.0, the stat's own"):
+    harness.check_task_stats(RowsTask(wrong_denominator=True))
+  with pytest.raises(AssertionError, match=r"compute_stats gives .*confidence"):
+    harness.check_task_stats(RowsTask(extra_stat=True))
+
+
+@pytest.mark.heavy
+def test_resume_check_passes_a_resumable_task_and_catches_data_from_step_0(
+    tmp_path):
+  harness.check_resume(RowsTask, tmp_path / "good")
+  with pytest.raises(AssertionError, match=r"RowsTask \[determinism\]: resumed "
+                     r"at step 2, the run ends .* from the uninterrupted one"):
+    harness.check_resume(lambda: RowsTask(ignores_start_step=True),
+                         tmp_path / "bad")
+
+
+@pytest.mark.heavy
+def test_task_checks_catch_a_fit_predict_and_export_that_differ(tmp_path):
+  """A real task (classification) whose Keras path, predictions or export
+  are compared against something else than what they should equal."""
+  from tasks._tasks import CLASSIFIER, SMALL, make_task  # pylint: disable=g-import-not-at-top
+  make = lambda: make_task(tmp_path, inputs=SMALL)
+  whole = str(tmp_path / "whole")
+  harness.train_run(make(), whole, 4, 2)
+  # fit on other labels than the loop's lands elsewhere.
+  with pytest.raises(AssertionError, match=r"\[fit\]: 4 fit steps end"):
+    harness.check_fit_parity(make, whole, 4, targets=lambda f: 1 - f["label"])
+  answers = CLASSIFIER
+  task = make()
+  # The task's predictions read in another order.
+  with pytest.raises(AssertionError, match=r"\[predict\]: answer 0: Keras"):
+    harness.check_predictions(
+        task, whole, lambda t, d: answers["read_predictions"](t, d)[::-1],
+        answers["raw_inputs"], answers["keras_answers"])
+  model = harness.check_predictions(task, whole, answers["read_predictions"],
+                                    answers["raw_inputs"],
+                                    answers["keras_answers"])
+  # The export asked about the texts in another order.
+  with pytest.raises(AssertionError, match=r"\[export\]: answer 0: the export"):
+    harness.check_export(model, tmp_path, lambda t: dict(text=t[::-1]),
+                         answers["served_answers"], answers["keras_answers"],
+                         answers["raw_inputs"](task))

@@ -1,7 +1,8 @@
 """What the tests of the library's outputs share (atomic_folder, atomic_file,
 model.save, the data writers): the record's name, this host as temp names
-carry it, a folder's tree, a one-line check, an unprivileged user (root
-ignores file modes), a full disk in one process, a dead process id."""
+carry it, a folder's tree, an unprivileged user (root ignores file modes), a
+full disk in one process, a writer killed mid-write, a dead process id (the
+one-line check is conftest's `one_line`)."""
 
 import contextlib
 import os
@@ -11,21 +12,17 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 
 import pytest
+
+from conftest import REPO_ROOT
 
 # The record of what the library wrote in a folder (part of its format).
 RECORD = ".bert-tf2-files.json"
 # This host as a writer's temp names carry it (`X.tmp-<host>-<pid>-<random>`).
 HOST = re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname())
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message and "[Errno" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
 
 
 def tree(folder):
@@ -73,10 +70,39 @@ def file_size_limit(size):
     signal.signal(signal.SIGXFSZ, previous)
 
 
+def kill_while_writing(script, *args, **env):
+  """Runs `python -c script *args` (the worktree's `bert` first on
+  PYTHONPATH; `env` added to the environment), waits for the line
+  "writing" it prints once it is inside its write, and kills it (SIGKILL):
+  a writer killed mid-write."""
+  writer = subprocess.Popen([sys.executable, "-c", script, *args],
+                            stdout=subprocess.PIPE, cwd=REPO_ROOT,
+                            env=dict(os.environ, PYTHONPATH=REPO_ROOT, **env))
+  try:
+    assert writer.stdout.readline() == b"writing\n"
+    os.kill(writer.pid, signal.SIGKILL)
+  finally:
+    writer.kill()
+    writer.wait()
+
+
 def dead_pid():
-  process = subprocess.Popen(["true"])
-  process.wait()
-  return process.pid
+  """A process id no process has, found without starting one (so the output
+  tests stay in the fast tier): the free id just below the last one given
+  out, which the kernel, counting upwards and wrapping around, reaches
+  last."""
+  with open("/proc/sys/kernel/ns_last_pid", encoding="ascii") as f:
+    last = int(f.read())
+  with open("/proc/sys/kernel/pid_max", encoding="ascii") as f:
+    pid_max = int(f.read())
+  for pid in [*range(last - 1, 1, -1), *range(pid_max - 1, last, -1)]:
+    try:
+      os.kill(pid, 0)
+    except ProcessLookupError:
+      return pid
+    except PermissionError:
+      continue
+  raise AssertionError("no free process id")
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ import pytest
 import tensorflow as tf
 
 from bert.data import classification_data as cd
-from conftest import REPO_ROOT, minilm_dir, random_inputs, shared_data
+from conftest import REPO_ROOT, random_inputs, shared_data, vocab
 
 README = os.path.join(REPO_ROOT, "README.md")
 DOCS = sorted(glob.glob(os.path.join(REPO_ROOT, "docs", "*.md")))
@@ -76,7 +76,7 @@ def reader_names():
   """What the pages' blocks take from the reader's own code."""
   examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:16]
   inputs = random_inputs(2, 16, vocab_size=30522)
-  vocab_file = os.path.join(minilm_dir(), "vocab.txt")
+  vocab_file = vocab()
   return dict(
       sentences_a=[e.text_a for e in examples],
       sentences_b=[e.text_b for e in examples],

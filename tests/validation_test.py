@@ -3,7 +3,6 @@ class is defined: a wrong value is a ConfigError naming `Class.field` and the
 value, at construction, never a failure deep inside a run."""
 
 import dataclasses
-import os
 
 import pytest
 
@@ -21,9 +20,9 @@ from bert.tasks.configs import (AnswerConfig, ClassificationData,
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.validation import (ConfigError, check_float, check_int,
                              gin_error_line)
-from conftest import minilm_dir, small_config
+from conftest import small_config, vocab
 
-VOCAB = os.path.join(minilm_dir(), "vocab.txt")
+VOCAB = vocab()
 ENCODER = EncoderSource(bert_config=small_config(vocab_size=30522),
                         vocab_file=VOCAB, do_lower_case=True)
 FINETUNING = dict(encoder=ENCODER, inputs=FinetuningInputs(seq_length=32))

@@ -14,21 +14,17 @@ tier: 500.
 import json
 import os
 import shutil
-import tarfile
 
 import pytest
 import tensorflow as tf
 import tf_keras
-from safetensors.numpy import load_file, save_file
 
 import corruption
 from bert import BertEncoder, checkpoints
 from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.serving import loader as serving_loader
-from conftest import small_config
+from conftest import shard_safetensors, small_config, unpack_fixture
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "fixtures", "hub")
 TINY = dict(vocab_size=12, hidden_size=8, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=16,
             max_position_embeddings=8)
@@ -71,21 +67,6 @@ def _pretrainer_checkpoint():
                                     next_sentence=next_sentence)
 
 
-def _shard(folder):
-  """model.safetensors as two shards + index, as `save_pretrained` does."""
-  tensors = load_file(os.path.join(folder, "model.safetensors"))
-  os.remove(os.path.join(folder, "model.safetensors"))
-  keys = sorted(tensors)
-  weight_map = {}
-  for i, part in enumerate((keys[:len(keys) // 2], keys[len(keys) // 2:])):
-    name = f"model-0000{i + 1}-of-00002.safetensors"
-    save_file({k: tensors[k] for k in part}, os.path.join(folder, name),
-              metadata={"format": "pt"})
-    weight_map.update({k: name for k in part})
-  with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
-    json.dump(dict(metadata={}, weight_map=weight_map), f, indent=2)
-
-
 def _serving_export(path):
   """A SavedModel with a `serving_default` on strings and the manifest an
   fp32 `bert.export` writes (the loader's part; a BERT export's graph would
@@ -109,9 +90,7 @@ def _make(fmt, root):
   folder = os.path.join(root, f"{fmt}-pristine")
   if fmt in ("tfhub", "keras_hub"):
     name = "tfhub_encoder" if fmt == "tfhub" else "keras_hub_preset"
-    with tarfile.open(os.path.join(FIXTURES, name + ".tar.xz")) as tar:
-      tar.extractall(root, filter="data")
-    os.rename(os.path.join(root, name), folder)
+    os.rename(unpack_fixture(name, root), folder)
   elif fmt == "serving":
     _serving_export(folder)
   else:
@@ -119,7 +98,7 @@ def _make(fmt, root):
     checkpoints.save(_pretrainer_checkpoint(), folder, write_as,
                      vocab_file=_write_vocab(root), do_lower_case=True)
     if fmt == "hf_sharded":
-      _shard(folder)
+      shard_safetensors(folder)
   return folder
 
 

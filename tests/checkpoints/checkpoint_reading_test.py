@@ -11,7 +11,6 @@ tests/serving/serving_manifest_test.py).
 import json
 import os
 import shutil
-import tarfile
 import time
 
 import h5py
@@ -26,10 +25,9 @@ from bert.checkpoints import loader, mapping
 from bert.checkpoints import tf1 as tf1_format
 from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
-from conftest import small_config
+from conftest import (one_line, shard_safetensors, small_config, unpack_fixture,
+                      write_json)
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "fixtures", "hub")
 TINY = dict(vocab_size=30, hidden_size=16, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=32,
             max_position_embeddings=16)
@@ -40,38 +38,9 @@ def tiny_encoder(seed=0):
   return BertEncoder(small_config(**TINY))
 
 
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
 @pytest.fixture
 def hf_folder(tmp_path):
   return checkpoints.save(tiny_encoder(), str(tmp_path / "hf"), "hf")
-
-
-def shard(folder):
-  """The folder's model.safetensors as two shards and an index, as
-  `save_pretrained(max_shard_size=...)` writes them."""
-  tensors = load_file(os.path.join(folder, "model.safetensors"))
-  os.remove(os.path.join(folder, "model.safetensors"))
-  keys = sorted(tensors)
-  weight_map = {}
-  for i, part in enumerate((keys[:len(keys) // 2], keys[len(keys) // 2:])):
-    name = f"model-0000{i + 1}-of-00002.safetensors"
-    save_file({k: tensors[k] for k in part}, os.path.join(folder, name),
-              metadata={"format": "pt"})
-    weight_map.update({k: name for k in part})
-  write_json(os.path.join(folder, "model.safetensors.index.json"),
-             dict(metadata={}, weight_map=weight_map))
-  return weight_map
-
-
-def write_json(path, value):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(value, f)
 
 
 # ------------------------------------------------- JSON, one rule for all
@@ -83,7 +52,7 @@ def write_json(path, value):
 ])
 def test_malformed_safetensors_index_is_one_line_naming_it(hf_folder, text,
                                                            fragment):
-  shard(hf_folder)
+  shard_safetensors(hf_folder)
   index = os.path.join(hf_folder, "model.safetensors.index.json")
   with open(index, "w", encoding="latin-1") as f:
     f.write(text)
@@ -94,13 +63,13 @@ def test_malformed_safetensors_index_is_one_line_naming_it(hf_folder, text,
 
 def test_sharded_safetensors_load(hf_folder):
   expected = checkpoints.load(hf_folder).encoder.get_weights()
-  shard(hf_folder)
+  shard_safetensors(hf_folder)
   got = checkpoints.load(hf_folder).encoder.get_weights()
   assert all(np.array_equal(a, b) for a, b in zip(expected, got))
 
 
 def test_shard_holding_other_tensors_than_the_index_says(hf_folder):
-  weight_map = shard(hf_folder)
+  weight_map = shard_safetensors(hf_folder)
   key = next(iter(weight_map))
   weight_map[key] = ("model-00002-of-00002.safetensors"
                      if weight_map[key].startswith("model-00001")
@@ -216,14 +185,8 @@ def test_expected_shapes_are_the_built_model_shapes(overrides, heads):
 
 
 # ---------------------------------------------------------------- KerasHub
-def unpack(name, dest):
-  with tarfile.open(os.path.join(FIXTURES, name + ".tar.xz")) as tar:
-    tar.extractall(str(dest), filter="data")
-  return str(dest / name)
-
-
 def test_keras_hub_h5_of_an_unexpected_layout(tmp_path):
-  folder = unpack("keras_hub_preset", tmp_path)
+  folder = unpack_fixture("keras_hub_preset", tmp_path)
   weights = os.path.join(folder, "model.weights.h5")
   with h5py.File(weights, "a") as f:
     del f["layers/transformer_encoder/vars"]     # the block's own name
@@ -234,7 +197,7 @@ def test_keras_hub_h5_of_an_unexpected_layout(tmp_path):
 
 
 def test_keras_hub_h5_with_a_shape_beyond_the_file(tmp_path):
-  folder = unpack("keras_hub_preset", tmp_path)
+  folder = unpack_fixture("keras_hub_preset", tmp_path)
   weights = os.path.join(folder, "model.weights.h5")
   with h5py.File(weights, "a") as f:
     f.create_dataset("layers/extra/vars/0", shape=(1 << 20, 1 << 20),
@@ -260,7 +223,7 @@ def test_safetensors_index_naming_a_file_outside_the_folder(hf_folder,
 
 
 def test_keras_hub_tokenizer_naming_a_vocabulary_outside(tmp_path):
-  folder = unpack("keras_hub_preset", tmp_path)
+  folder = unpack_fixture("keras_hub_preset", tmp_path)
   # A vocabulary of the right size outside the preset, where the
   # tokenizer's config_file leads.
   stolen = tmp_path / "stolen"

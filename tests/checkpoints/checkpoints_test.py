@@ -18,7 +18,8 @@ import transformers
 from bert import BertEncoder, checkpoints
 from bert.checkpoints import mapping
 from bert.checkpoints import tf1 as tf1_format
-from conftest import max_abs_diff, minilm_dir, random_inputs, small_config
+from conftest import (max_abs_diff, minilm_dir, one_line, random_inputs,
+                      small_config)
 
 POSITIONS = np.array([[1, 3, 0], [2, 5, 4]], np.int32)
 
@@ -267,7 +268,7 @@ def test_model_garden_pretrainer_checkpoint(tmp_path):
   # a one-line error naming what is missing.
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(tmp_path), with_heads=True)
-  one_line_error(e, "bert_model.ckpt", "cls/seq_relationship/output_weights")
+  one_line(e, "bert_model.ckpt", "cls/seq_relationship/output_weights")
 
 
 @pytest.mark.parametrize("embedding_size", [None, 24])
@@ -296,13 +297,6 @@ def test_ours_to_model_garden_restored_by_tfm(tmp_path, embedding_size, caplog):
 
 
 # ------------------------------------------------------------- bad input
-def one_line_error(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
 @pytest.fixture
 def tf1_folder(tmp_path):
   folder = tmp_path / "ckpt"
@@ -323,7 +317,7 @@ def rewrite_tf1(folder, edit):
 def test_missing_folder(tmp_path):
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(tmp_path / "nowhere"))
-  one_line_error(e, "nowhere", "no such checkpoint folder")
+  one_line(e, "nowhere", "no such checkpoint folder")
 
 
 def test_missing_config(tf1_folder):
@@ -331,7 +325,7 @@ def test_missing_config(tf1_folder):
   os.remove(folder / "bert_config.json")
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "bert_config.json", "config file not found")
+  one_line(e, "bert_config.json", "config file not found")
 
 
 def test_wrong_shape(tf1_folder):
@@ -340,7 +334,7 @@ def test_wrong_shape(tf1_folder):
       "bert/encoder/layer_1/intermediate/dense/kernel": np.zeros((64, 100), np.float32)}))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "bert/encoder/layer_1/intermediate/dense/kernel",
+  one_line(e, "bert/encoder/layer_1/intermediate/dense/kernel",
                  "expected shape [64, 128]", "found [64, 100]",
                  str(folder / "bert_model.ckpt"))
 
@@ -350,7 +344,8 @@ def test_missing_variable(tf1_folder):
   rewrite_tf1(folder, lambda a: a.pop("bert/encoder/layer_0/attention/self/key/bias"))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "missing variable", "bert/encoder/layer_0/attention/self/key/bias")
+  one_line(e, "missing variable",
+           "bert/encoder/layer_0/attention/self/key/bias")
 
 
 def test_unexpected_variable(tf1_folder):
@@ -359,7 +354,7 @@ def test_unexpected_variable(tf1_folder):
       {"bert/encoder/layer_2/output/dense/kernel": np.zeros((128, 64), np.float32)}))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "unexpected variable", "bert/encoder/layer_2/output/dense/kernel")
+  one_line(e, "unexpected variable", "bert/encoder/layer_2/output/dense/kernel")
 
 
 def test_vocab_size_mismatch(tf1_folder):
@@ -367,7 +362,7 @@ def test_vocab_size_mismatch(tf1_folder):
   write_vocab(folder / "vocab.txt", 99)
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "vocab.txt", "99 tokens", "vocab_size=100")
+  one_line(e, "vocab.txt", "99 tokens", "vocab_size=100")
   write_vocab(folder / "vocab.txt", 100)
   assert checkpoints.load(str(folder)).vocab_file == str(folder / "vocab.txt")
 
@@ -389,7 +384,7 @@ def test_pickle_is_refused_unopened(tmp_path):
   small_config().to_json_file(str(tmp_path / "config.json"), format="hf")
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(tmp_path))
-  one_line_error(e, "pytorch_model.bin", "never loaded", "safetensors")
+  one_line(e, "pytorch_model.bin", "never loaded", "safetensors")
   assert not marker.exists()
 
 
@@ -401,14 +396,14 @@ def test_truncated_data_file(tf1_folder):
     f.truncate(size // 2)
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, str(folder / "bert_model.ckpt"), "truncated or corrupted")
+  one_line(e, str(folder / "bert_model.ckpt"), "truncated or corrupted")
 
 
 def test_unknown_format(tmp_path):
   (tmp_path / "weights.npz").write_bytes(b"not a checkpoint")
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(tmp_path))
-  one_line_error(e, "unknown checkpoint format", "weights.npz")
+  one_line(e, "unknown checkpoint format", "weights.npz")
 
 
 def test_interrupted_save_keeps_previous_checkpoint(tf1_folder, monkeypatch):
@@ -479,7 +474,7 @@ def test_hf_and_model_garden_mismatches_are_named(tmp_path):
   save_file(tensors, path, metadata={"format": "pt"})
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(tmp_path / "hf"))
-  one_line_error(e, "model.safetensors",
+  one_line(e, "model.safetensors",
                  "bert/encoder/layer_2/output/dense/kernel",
                  "expected shape [1536, 384], found [100, 384]",
                  "unexpected variable(s): bert/encoder/layer_9/output/dense/bias")
@@ -492,7 +487,7 @@ def test_hf_and_model_garden_mismatches_are_named(tmp_path):
   config.to_json_file(str(tmp_path / "mg" / "bert_config.json"))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(tmp_path / "mg"))
-  one_line_error(e, "unexpected variable", "extra")
+  one_line(e, "unexpected variable", "extra")
 
 
 def test_tf2_mismatch_is_named(tmp_path):
@@ -501,7 +496,7 @@ def test_tf2_mismatch_is_named(tmp_path):
       str(tmp_path / "tf2" / "bert_config.json"))
   with pytest.raises(checkpoints.CheckpointMismatchError) as e:
     checkpoints.load(str(tmp_path / "tf2"))
-  one_line_error(e, str(tmp_path / "tf2" / "ckpt"), "does not match")
+  one_line(e, str(tmp_path / "tf2" / "ckpt"), "does not match")
 
 
 def test_save_refuses_to_replace_other_folders(tmp_path):
@@ -510,7 +505,7 @@ def test_save_refuses_to_replace_other_folders(tmp_path):
   (notes / "my_notes.txt").write_text("keep me")
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.save(BertEncoder(small_config()), str(notes))
-  one_line_error(e, "refusing to replace")
+  one_line(e, "refusing to replace")
   assert (notes / "my_notes.txt").read_text() == "keep me"
 
 
@@ -544,7 +539,7 @@ def test_blank_line_in_vocab_is_refused_with_its_line(tf1_folder):
   assert len(lines) == 100                             # the size still matches
   with pytest.raises(checkpoints.CheckpointError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "vocab.txt:8", "blank line")
+  one_line(e, "vocab.txt:8", "blank line")
 
 
 @pytest.mark.parametrize("kind", ["dangling", "loop"])
@@ -565,7 +560,7 @@ def test_vocab_symlink_that_leads_nowhere_is_refused(tf1_folder, kind):
     link.symlink_to(folder / "vocab.txt")
   with pytest.raises(FileNotFoundError) as e:
     checkpoints.load(str(folder))
-  one_line_error(e, "vocab.txt", "gone.txt" if kind == "dangling"
+  one_line(e, "vocab.txt", "gone.txt" if kind == "dangling"
                  else "symlink loop")
   link.unlink()
 

@@ -15,29 +15,14 @@ import tensorflow as tf
 
 from bert import checkpoints
 from bert.checkpoints import CheckpointError, CheckpointMismatchError
-from conftest import max_abs_diff
+from conftest import FIXTURES, max_abs_diff, one_line, unpack_fixture
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "fixtures", "hub")
 TOKEN_IDS = np.array([[2, 7, 9, 10, 5, 11, 3, 8, 12, 3, 0, 0],
                       [2, 18, 19, 3, 0, 0, 0, 0, 0, 0, 0, 0]], np.int32)
 SEGMENT_IDS = np.array([[0] * 7 + [1] * 3 + [0] * 2, [0] * 12], np.int32)
 INPUTS = dict(input_word_ids=TOKEN_IDS, input_mask=(TOKEN_IDS > 0).astype(np.int32),
               input_type_ids=SEGMENT_IDS)
 TOL = 1e-5
-
-
-def unpack(name, dest):
-  with tarfile.open(os.path.join(FIXTURES, name + ".tar.xz")) as tar:
-    tar.extractall(str(dest), filter="data")
-  return str(dest / name)
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
 
 
 def test_fixtures_are_small():
@@ -48,7 +33,7 @@ def test_fixtures_are_small():
 
 @pytest.mark.parametrize("name", ["tfhub_encoder", "tfhub_encoder_mlm"])
 def test_tfhub_encoder_matches_the_saved_model(tmp_path, name):
-  folder = unpack(name, tmp_path)
+  folder = unpack_fixture(name, tmp_path)
   assert checkpoints.detect_format(folder) == "tfhub"
   ours = checkpoints.load(folder, with_heads=True)
   c = ours.config
@@ -86,8 +71,8 @@ def test_tfhub_encoder_matches_the_saved_model(tmp_path, name):
 
 
 def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
-  folder = unpack("tfhub_encoder", tmp_path)
-  preprocess = unpack("tfhub_preprocess", tmp_path)
+  folder = unpack_fixture("tfhub_encoder", tmp_path)
+  preprocess = unpack_fixture("tfhub_preprocess", tmp_path)
   shutil.rmtree(os.path.join(folder, "assets"))
   with pytest.raises(CheckpointError) as e:
     checkpoints.load(folder)
@@ -96,12 +81,13 @@ def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
   assert ours.vocab_file == os.path.join(preprocess, "assets", "vocab.txt")
   assert ours.do_lower_case is True    # the encoder's variable and the graph agree
   with pytest.raises(CheckpointError) as e:
-    checkpoints.load(unpack("keras_hub_preset", tmp_path), preprocessor=preprocess)
+    checkpoints.load(unpack_fixture("keras_hub_preset", tmp_path),
+                     preprocessor=preprocess)
   one_line(e, "preprocessor= is for TF Hub SavedModels")
 
 
 def test_keras_hub_preset_matches_keras_hub(tmp_path):
-  folder = unpack("keras_hub_preset", tmp_path)
+  folder = unpack_fixture("keras_hub_preset", tmp_path)
   assert checkpoints.detect_format(folder) == "keras_hub"
   ours = checkpoints.load(folder)
   assert ours.config.hidden_act == "gelu" and ours.config.num_attention_heads == 2
@@ -137,7 +123,7 @@ def test_saved_model_that_is_not_a_bert_encoder(tmp_path):
 
 
 def test_hub_formats_are_read_only(tmp_path):
-  ours = checkpoints.load(unpack("keras_hub_preset", tmp_path))
+  ours = checkpoints.load(unpack_fixture("keras_hub_preset", tmp_path))
   for fmt, hint in (("tfhub", "bert-export --kind=encoder"),
                     ("keras_hub", "from_preset")):
     with pytest.raises(CheckpointError) as e:
@@ -147,7 +133,7 @@ def test_hub_formats_are_read_only(tmp_path):
 
 
 def test_keras_hub_preset_with_a_missing_weight(tmp_path):
-  folder = unpack("keras_hub_preset", tmp_path)
+  folder = unpack_fixture("keras_hub_preset", tmp_path)
   with h5py.File(os.path.join(folder, "model.weights.h5"), "a") as f:
     del f["layers/transformer_encoder_1/_feedforward_output_dense/vars/1"]
   with pytest.raises(CheckpointMismatchError) as e:
@@ -160,7 +146,7 @@ def test_keras_hub_preset_with_a_missing_weight(tmp_path):
     ("tfhub_encoder", os.path.join("assets", "vocab.txt")),
     ("keras_hub_preset", os.path.join("assets", "tokenizer", "vocabulary.txt"))])
 def test_vocab_of_the_wrong_size(tmp_path, name, vocab):
-  folder = unpack(name, tmp_path)
+  folder = unpack_fixture(name, tmp_path)
   with open(os.path.join(folder, vocab), "a", encoding="utf-8") as f:
     f.write("extra\n")
   with pytest.raises(CheckpointError) as e:
@@ -174,7 +160,7 @@ def test_convert_cli_reads_both(tmp_path):
   that compute what the sources compute."""
   exe = os.path.join(os.path.dirname(sys.executable), "bert-convert")
   for name in ("tfhub_encoder_mlm", "keras_hub_preset"):
-    src = unpack(name, tmp_path)
+    src = unpack_fixture(name, tmp_path)
     out = str(tmp_path / f"{name}_mg")
     if name == "keras_hub_preset":
       result = subprocess.run([exe, f"--input={src}", f"--output={out}",

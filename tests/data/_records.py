@@ -6,7 +6,7 @@ import os
 
 from bert.data import pretraining_shards as ps
 from bert.data.pretraining_data import PretrainingDataConfig
-from conftest import minilm_dir, shared_data, small_config
+from conftest import shared_data, small_config, vocab
 
 TRAIN = "train-00000-of-00001.tfrecord"
 EVAL = "eval-00000-of-00001.tfrecord"
@@ -25,7 +25,7 @@ def sst2_task(records=None):
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=32),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab(),
           do_lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=4,
                               records=records))
@@ -34,7 +34,7 @@ def sst2_task(records=None):
 def write_pretraining_shards(folder):
   """sample_text.txt in two shards, with the manifest."""
   ps.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
-                             os.path.join(minilm_dir(), "vocab.txt"),
+                             vocab(),
                              PRETRAIN_CONFIG, num_shards=2, log=lambda *_: None)
   return folder
 

@@ -10,7 +10,7 @@ from bert.data import pretraining_shards as ps
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.layers.bert_tokenizer import read_vocab
-from conftest import minilm_dir, shared_data
+from conftest import shared_data, vocab
 
 SEQ, PRED = 128, 20
 
@@ -27,10 +27,6 @@ def static_batches(tmp_path_factory):
   ds = pretraining_dataset(os.path.join(folder, "*.tfrecord"), SEQ, PRED,
                            global_batch_size=1000, is_training=False)
   return list(ds)
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
 
 
 def as_np(batch):

@@ -8,7 +8,6 @@ refusal is one line naming the path (issue 42: "every command that writes").
 import json
 import os
 import re
-import signal
 import stat
 import subprocess
 import sys
@@ -19,11 +18,10 @@ import pytest
 
 from bert import BertEncoder, checkpoints, export
 from bert import io as _io
-from conftest import REPO_ROOT, small_config
-from output_checks import file_size_limit, one_line, unprivileged
+from conftest import REPO_ROOT, one_line, run_command, small_config
+from output_checks import file_size_limit, kill_while_writing, unprivileged
 from output_checks import shared_tmp  # noqa: F401 pylint: disable=unused-import (a fixture)
 
-BIN = os.path.dirname(sys.executable)
 
 
 def listing(folder):
@@ -161,15 +159,7 @@ def test_a_killed_writer_leaves_the_previous_file_and_the_next_cleans_up(
   out = str(tmp_path / "operative_config.gin")
   with open(out, "w") as f:
     f.write("previous")
-  writer = subprocess.Popen([sys.executable, "-c", WRITER, out],
-                            stdout=subprocess.PIPE, cwd=REPO_ROOT,
-                            env=dict(os.environ, PYTHONPATH=REPO_ROOT))
-  try:
-    assert writer.stdout.readline() == b"writing\n"
-    os.kill(writer.pid, signal.SIGKILL)
-  finally:
-    writer.kill()
-    writer.wait()
+  kill_while_writing(WRITER, out)
   left = sorted(os.listdir(tmp_path))
   assert len(left) == 2 and re.fullmatch(
       r"operative_config\.gin\.tmp-.+-\d+-\w{8}", left[1]), left
@@ -360,13 +350,6 @@ def checkpoint(tmp_path_factory):
       format="hf", vocab_file=str(root / "vocab.txt"), do_lower_case=True)
 
 
-def run_command(argv, cwd):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  env.pop("BERT_VERBOSE", None)
-  return subprocess.run([os.path.join(BIN, argv[0])] + argv[1:], cwd=cwd,
-                        env=env, capture_output=True, text=True, timeout=600)
-
-
 def assert_one_line(proc, *fragments):
   report = f"exit {proc.returncode}\nstderr:\n{proc.stderr[-3000:]}"
   lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -444,12 +427,14 @@ def test_export_and_convert_never_replace_their_input(checkpoint, tmp_path):
   before = listing(tmp_path / "encoder")
   proc = run_command(["bert-export", "--kind=preprocessor",
                       f"--checkpoint={tmp_path / 'encoder'}",
-                      f"--output={tmp_path / 'encoder'}"], str(tmp_path))
+                      f"--output={tmp_path / 'encoder'}"], str(tmp_path),
+                     TF_CPP_MIN_LOG_LEVEL="3")
   assert_one_line(proc, f"{tmp_path / 'encoder'}: is --checkpoint")
   assert listing(tmp_path / "encoder") == before
   ckpt_before = listing(checkpoint)
   proc = run_command(["bert-convert", f"--input={checkpoint}",
-                      f"--output={checkpoint}", "--to=tf1"], str(tmp_path))
+                      f"--output={checkpoint}", "--to=tf1"], str(tmp_path),
+                     TF_CPP_MIN_LOG_LEVEL="3")
   assert_one_line(proc, f"{checkpoint}: is --input")
   assert listing(checkpoint) == ckpt_before
   assert os.listdir(tmp_path) == ["encoder"]

@@ -8,9 +8,7 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
-import sys
 
 import pytest
 
@@ -21,9 +19,8 @@ from bert.tasks import ClassificationTask
 from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs)
 from bert.tasks.records_writer import create_finetuning_records
-from conftest import (REPO_ROOT, minilm_dir, random_inputs, shared_data,
-                      small_config)
-from output_checks import (HOST, RECORD, dead_pid, one_line, tree,
+from conftest import one_line, random_inputs, shared_data, small_config, vocab
+from output_checks import (HOST, RECORD, dead_pid, kill_while_writing, tree,
                            unprivileged, write)
 from output_checks import shared_tmp  # noqa: F401 pylint: disable=unused-import (a fixture)
 
@@ -122,7 +119,7 @@ def test_records_overwrite_keeps_user_files(tmp_path):
                               data_dir=shared_data("glue", "MRPC")),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab(),
           do_lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=4))
   folder = str(tmp_path / "records")
@@ -216,16 +213,7 @@ def test_temp_folders_of_a_killed_writer_are_removed_by_the_next(tmp_path,
   out = str(tmp_path / "records")
   with _io.atomic_folder(out, mine, "x") as tmp:
     write(tmp, {"a.txt": "1"})
-  writer = subprocess.Popen([sys.executable, "-c", WRITER, out],
-                            stdout=subprocess.PIPE, cwd=REPO_ROOT,
-                            env=dict(os.environ, PYTHONPATH=REPO_ROOT,
-                                     TF_CPP_MIN_LOG_LEVEL="3"))
-  try:
-    assert writer.stdout.readline() == b"writing\n"
-    os.kill(writer.pid, signal.SIGKILL)
-  finally:
-    writer.kill()
-    writer.wait()
+  kill_while_writing(WRITER, out, TF_CPP_MIN_LOG_LEVEL="3")
   dead = [f for f in os.listdir(tmp_path) if f != "records"]
   assert len(dead) == 1 and ".tmp-" in dead[0], dead
   # Folders of live writers (this process; a running one) stay.

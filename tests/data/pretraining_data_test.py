@@ -10,12 +10,12 @@ import tensorflow as tf
 from bert.data import pretraining_data as pd
 from bert.data import pretraining_records as pr
 from bert.data import pretraining_shards as ps
-from conftest import minilm_dir, shared_data
+from conftest import shared_data, vocab
 
 
 @pytest.fixture(scope="module")
 def vocab_file():
-  return os.path.join(minilm_dir(), "vocab.txt")
+  return vocab()
 
 
 def read_records(folder, config):

@@ -12,7 +12,7 @@ from bert.data import pretraining_shards as ps
 from bert.data.pretraining_dataset import pretraining_dataset
 from bert.models import BertPretrainer
 from bert.losses import pretraining_losses
-from conftest import minilm_dir, shared_data
+from conftest import shared_data, vocab
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def records(tmp_path_factory):
   config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=64,
                                     max_predictions_per_seq=10)
   ps.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
-                             os.path.join(minilm_dir(), "vocab.txt"), config,
+                             vocab(), config,
                              num_shards=4, log=lambda *_: None)
   return folder
 

@@ -19,8 +19,8 @@ import pytest
 from bert.data import pretraining_data as pd
 from bert.data import pretraining_shards as ps
 from bert.data.pretraining_dataset import list_files
-from conftest import REPO_ROOT, minilm_dir, shared_data
-from output_checks import HOST, RECORD, dead_pid, one_line, tree
+from conftest import REPO_ROOT, one_line, shared_data, vocab
+from output_checks import HOST, RECORD, dead_pid, tree
 
 QUIET = dict(log=lambda *_: None)
 
@@ -28,13 +28,13 @@ QUIET = dict(log=lambda *_: None)
 @pytest.fixture(scope="module")
 def make():
   """make(output_dir, shards=2, **kw): a small run (a second or so)."""
-  vocab = os.path.join(minilm_dir(), "vocab.txt")
+  vocab_file = vocab()
   text = shared_data("corpus", "sample_text.txt")
   config = pd.PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
 
   def run(output_dir, shards=2, **kw):
     return ps.create_pretraining_data(text, output_dir and str(output_dir),
-                                      vocab, config, num_shards=shards,
+                                      vocab_file, config, num_shards=shards,
                                       **dict(QUIET, **kw))
   return run
 

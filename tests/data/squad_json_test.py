@@ -8,7 +8,6 @@ being merged in the answers and metrics.
 """
 
 import json
-import os
 
 import pytest
 
@@ -19,7 +18,7 @@ from bert.data.squad_examples import (SquadExample, article_titles,
 from bert.tasks import QuestionAnsweringTask
 from bert.tasks.configs import EncoderSource, FinetuningInputs, SquadData
 from bert.validation import ConfigError
-from conftest import minilm_dir, shared_data, small_config
+from conftest import shared_data, small_config, vocab
 
 
 def real_squad(articles=2, paragraphs=1, questions=2):
@@ -49,7 +48,7 @@ def qa_task(train_file, eval_file):
                      train_fraction=0.5, max_query_length=8),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab(),
           do_lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=2))
 

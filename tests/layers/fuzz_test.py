@@ -6,7 +6,6 @@ always inside the vocab, offsets inside the input, packed shapes exact.
 A few hundred examples in the default suite; the slow test runs 10,000.
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bert.data.tokenization import Tokenizer
-from conftest import minilm_dir
+from conftest import vocab
 
 SEQ = 32
 _TOKENIZER = None
@@ -35,7 +34,7 @@ TEXT = st.one_of(st.text(CHARS, max_size=60), PIECES,
 def tokenizer():
   global _TOKENIZER
   if _TOKENIZER is None:
-    _TOKENIZER = Tokenizer(os.path.join(minilm_dir(), "vocab.txt"), batch_size=64)
+    _TOKENIZER = Tokenizer(vocab(), batch_size=64)
   return _TOKENIZER
 
 
@@ -63,6 +62,7 @@ def check(a, b):
     assert set(np.unique(out["input_type_ids"])) <= ({0} if second is None else {0, 1})
 
 
+@pytest.mark.heavy
 @settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
 @given(TEXT, TEXT)

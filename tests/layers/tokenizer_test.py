@@ -17,13 +17,13 @@ from bert.layers import _text_normalization as norm
 from bert.layers.bert_pack_inputs import truncation_lengths
 from bert.networks import make_preprocessor
 from bert.testing import shared_texts
-from conftest import minilm_dir, shared_data
+from conftest import minilm_dir, shared_data, vocab
 import harness
 
 
 @pytest.fixture(scope="module")
 def vocab_file():
-  return os.path.join(minilm_dir(), "vocab.txt")
+  return vocab()
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ import tf_keras
 from bert.tasks.configs import HeadConfig
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from tasks._tasks import INPUTS, WORDS, make_task
+import harness
 
 
 def _weights_after_custom_loop(task, model_dir, steps, seed):
@@ -24,19 +25,8 @@ def _weights_after_custom_loop(task, model_dir, steps, seed):
 
 
 def _weights_after_fit(task, steps, seed, **compile_args):
-  tf_keras.utils.set_random_seed(seed)
-  model = task.build_model()
-  task.initialize(model)
-  # The very batches of the custom loop's first `steps` steps (read once:
-  # the shuffle draws a new order each time the dataset is iterated).
-  seen = [(task.model_inputs(f), f["label"]) for f in
-          task.build_inputs(None, training=True).take(steps)]
-  batches = tf.data.Dataset.from_generator(
-      lambda: iter(seen), output_signature=tf.nest.map_structure(
-          lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), seen[0]))
-  batches = batches.apply(tf.data.experimental.assert_cardinality(steps))
-  model.compile(**compile_args)
-  history = model.fit(batches, epochs=1, verbose=0)
+  model, history = harness.fit_on_loop_batches(
+      task, steps, seed, targets=lambda f: f["label"], **compile_args)
   return model, model.get_weights(), history
 
 
@@ -114,6 +104,7 @@ def _weights_after_raw_fit(task, path, seed, shuffle=True):
   return model.optimizer.iterations.numpy(), model.get_weights()
 
 
+@pytest.mark.heavy
 def test_same_seed_same_run_on_raw_strings(tmp_path):
   """With dropout on, shuffling and length buckets: `fit` on raw strings
   and `run_experiment` at one global seed draw the same batches, head and

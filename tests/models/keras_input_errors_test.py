@@ -230,6 +230,7 @@ def _targets(model, x, y):
       model, "num_classes", None)))
 
 
+@pytest.mark.heavy
 def test_valid_labels_of_every_kind_still_fit_and_predict(ckpt):
   """Positive control: class ids as a list, an int array, Keras' [n, 1],
   integral floats, bools and names give the same targets, and so do the

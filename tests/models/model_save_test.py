@@ -29,9 +29,9 @@ from bert import BertEncoder, EncoderScaffold
 from bert.models import (BertClassifier, BertMultipleChoice, BertPretrainer,
                          BertSpanLabeler, BertTokenClassifier)
 from bert.models.distiller import Distiller
-from conftest import random_inputs, small_config
-from output_checks import (HOST, RECORD, dead_pid, file_size_limit,
-                           one_line, tree, unprivileged)
+from conftest import one_line, random_inputs, small_config
+from output_checks import (HOST, RECORD, dead_pid, file_size_limit, tree,
+                           unprivileged)
 
 X = random_inputs(2, 8)
 # Fast saves: a SavedModel without traced functions still loads back

@@ -1,7 +1,6 @@
 """Packed rows give the same per-example outputs, losses and gradients as
 one example per row (fp32, <= 1e-5): encoder, classifier, pre-trainer."""
 
-import os
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from bert.tasks import ClassificationTask
 from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig)
 from bert.losses import pretraining_stats
-from conftest import max_abs_diff, minilm_dir, small_config
+from conftest import max_abs_diff, small_config, vocab
 
 SEQ = 32
 TOL = 1e-5
@@ -118,7 +117,7 @@ def test_packed_classifier_logits_loss_and_gradients_equal_unpacked():
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, hidden_dropout_prob=0.0,
                                    attention_probs_dropout_prob=0.0),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab(),
           do_lower_case=True),
       inputs=FinetuningInputs(seq_length=SEQ), head=HeadConfig(dropout_rate=0.0))
   model = task.build_model()

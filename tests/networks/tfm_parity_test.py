@@ -142,6 +142,7 @@ def test_parity_with_factorised_embeddings():
   assert_parity(theirs_out, ours_out)
 
 
+@pytest.mark.heavy
 def test_parity_bert_base_shape():
   """The real BERT-Base shape (12 x 768), one batch with padding."""
   from bert import BertConfig

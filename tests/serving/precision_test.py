@@ -1,7 +1,6 @@
 """Reduced-precision serving exports, the one loader, and the accuracy gate."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -12,11 +11,7 @@ from bert.data import classification_data as cd
 from bert.models import BertClassifier, BertTokenClassifier
 from bert import hardware as cpu
 from bert.serving import gate, loader, tflite
-from conftest import minilm_dir, shared_data, small_config
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
+from conftest import shared_data, small_config, vocab
 
 
 def sst2_texts(n):
@@ -156,6 +151,7 @@ def test_gate_refuses_a_broken_quantization_naming_both_figures(tmp_path,
   assert loader.read_manifest(str(path))["gate"] == manifest["gate"]
 
 
+@pytest.mark.heavy
 def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
                                                                   caplog):
   assert cpu.has_bf16(frozenset({"avx2", "avx512_bf16"}))
@@ -283,6 +279,7 @@ def _padded_inputs(lengths, seq_length=64, seed=0):
               input_type_ids=np.zeros_like(ids))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["tagger", "classifier"])
 def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
   tf.keras.utils.set_random_seed(4)

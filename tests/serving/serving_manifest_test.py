@@ -4,25 +4,13 @@ uses is checked, and the TFLite network it names must be a file inside
 assets.extra, all before the SavedModel is loaded.
 """
 
-import json
 import os
 
 import pytest
 import tensorflow as tf
 
 from bert.serving import loader as serving_loader
-
-
-def one_line(exc_info, *fragments):
-  message = str(exc_info.value)
-  assert "\n" not in message, message
-  for fragment in fragments:
-    assert fragment in message, (fragment, message)
-
-
-def write_json(path, value):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(value, f)
+from conftest import one_line, write_json
 
 
 def _tiny_serving_export(path, manifest):

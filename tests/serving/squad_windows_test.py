@@ -3,7 +3,6 @@
 `postprocess`' answers, on real SQuAD dev questions and edge cases."""
 
 import collections
-import os
 
 import numpy as np
 import pytest
@@ -14,12 +13,11 @@ from bert.data import squad_eval
 from bert.data.squad_config import SquadConfig
 from bert.data.squad_examples import (
     SquadExample, _char_offsets, encode_examples, read_squad)
-from bert.data.tokenization import Tokenizer
 from bert.features import ENCODER_INPUTS
 from bert.serving.squad_windows import (
     answer_byte_offsets, best_spans, window_inputs)
 from bert.validation import ConfigError
-from conftest import minilm_dir, shared_data
+from conftest import shared_data
 
 # Small rows, so most SQuAD contexts need several windows.
 SEQ, STRIDE, QUERY = 96, 32, 16
@@ -28,11 +26,6 @@ SEQ, STRIDE, QUERY = 96, 32, 16
 def settings(seq=SEQ, stride=STRIDE, query=QUERY, **answers):
   return SquadConfig(seq_length=seq, doc_stride=stride,
                      max_query_length=query, **answers)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return Tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig, ScheduleConfig)
 from bert.training import (NonFiniteLossError, OptimizerConfig, RuntimeConfig,
                            run_experiment)
-from conftest import minilm_dir, small_config
+from conftest import minilm_dir, small_config, vocab
 from _tasks import make_task, small_encoder, write_data
 
 def test_classification_learns_and_predicts(tmp_path):
@@ -38,6 +38,7 @@ def test_classification_learns_and_predicts(tmp_path):
   assert np.mean([a == b for a, b in zip(predicted, predict_labels)]) > 0.9
 
 
+@pytest.mark.heavy
 def test_regression_learns(tmp_path):
   task = make_task(tmp_path, regression=True, epochs=8)
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",
@@ -78,11 +79,12 @@ def test_bad_settings_are_named(tmp_path):
     ClassificationTask(data=ClassificationData(labels=("a", "b")),
                        encoder=EncoderSource(
                            bert_config=small_config(),
-                           vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+                           vocab_file=vocab(),
                            do_lower_case=True),
                        inputs=FinetuningInputs(seq_length=32))
 
 
+@pytest.mark.heavy
 def test_resuming_with_another_label_count_names_the_checkpoint(tmp_path):
   runtime = RuntimeConfig(train_steps=2, steps_per_loop=2, strategy="one_device")
   run_experiment(make_task(tmp_path), str(tmp_path / "model"), "train", runtime,
@@ -142,6 +144,7 @@ def test_bad_numeric_fields_name_the_class_and_field(tmp_path, config_class,
         configs[concern], **{field: value})}))
 
 
+@pytest.mark.heavy
 def test_failed_predict_leaves_no_earlier_predictions(tmp_path):
   """A predict run removes the previous run's file first and writes its own
   only when complete: a failed run leaves nothing to mistake for its output."""

@@ -4,6 +4,8 @@ fine-tuning, students of every kind of spec, transfer text, and the run's
 export as its student."""
 
 import os
+import subprocess
+import sys
 
 import gin
 import numpy as np
@@ -21,9 +23,10 @@ from bert.tasks import trained_run
 from bert.training import RuntimeConfig, run_experiment
 from bert.tasks import build_task
 from bert.validation import ConfigError
-from conftest import (PRETRAIN_SEQ, small_config, tiny_pretraining_config,
-                      write_run)
+from conftest import (PRETRAIN_SEQ, REPO_ROOT, small_config,
+                      tiny_pretraining_config, write_run)
 import _tasks
+from _tasks import classification_teacher, tagging_teacher
 
 
 def _softmax(x, axis=-1):
@@ -90,17 +93,6 @@ def test_soft_targets_loss_is_the_formula_with_temperature():
 
 
 # ----------------------------------------------------------- teacher runs
-def _encoder_bindings(layers=3):
-  config = small_config(vocab_size=30522, max_position_embeddings=128,
-                        num_hidden_layers=layers).to_dict()
-  return [f"EncoderSource.bert_config = {config!r}",
-          f"EncoderSource.vocab_file = '{_tasks.vocab()}'",
-          "EncoderSource.do_lower_case = True",
-          "FinetuningInputs.seq_length = 32",
-          "FinetuningInputs.global_batch_size = 16",
-          "FinetuningInputs.eval_batch_size = 32"]
-
-
 @pytest.fixture(scope="module")
 def teacher_dir(tmp_path_factory):
   """One classification teacher run per test process (training it is most
@@ -108,32 +100,10 @@ def teacher_dir(tmp_path_factory):
   return classification_teacher(tmp_path_factory.mktemp("teacher"))
 
 
-def classification_teacher(tmp_path):
-  tmp_path.mkdir(exist_ok=True)
-  d = str(tmp_path)
-  files = [_tasks.write_data(d, n, seed) for n, seed in ((128, 0), (64, 1), (40, 2))]
-  return write_run(str(tmp_path / "teacher"), [
-      "build_task.task_class = @ClassificationTask",
-      f"ClassificationData.train_file = '{files[0]}'",
-      f"ClassificationData.eval_file = '{files[1]}'",
-      f"ClassificationData.predict_file = '{files[2]}'",
-      "ClassificationData.text_a_column = 'text'",
-      "ClassificationData.label_column = 'label'",
-      "ClassificationData.labels = ('neg', 'pos')"] + _encoder_bindings())
-
-
-def tagging_teacher(tmp_path):
-  tmp_path.mkdir(exist_ok=True)
-  data = _tasks.write_conll(tmp_path / "d.conll", 64, 0)
-  return write_run(str(tmp_path / "tagger"), [
-      "build_task.task_class = @TokenClassificationTask",
-      f"TaggingData.train_file = '{data}'", f"TaggingData.eval_file = '{data}'",
-      f"TaggingData.predict_file = '{data}'"] + _encoder_bindings(2))
-
-
 INPUTS = FinetuningInputs(seq_length=32, global_batch_size=16, eval_batch_size=32)
 
 
+@pytest.mark.heavy
 def test_cached_teacher_outputs_equal_a_fresh_teacher_pass(tmp_path, teacher_dir):
   task = DistillationTask(teacher=teacher_dir, student="teacher_layers:0,2",
                           inputs=INPUTS)
@@ -180,6 +150,7 @@ def _weights(model):
   return [v.numpy() for v in model.trainable_variables]
 
 
+@pytest.mark.heavy
 def test_alpha_0_and_t_1_is_plain_fine_tuning(tmp_path, teacher_dir):
   runtime = RuntimeConfig(train_steps=3, steps_per_loop=3, seed=7)
   distill = DistillationTask(
@@ -308,6 +279,7 @@ def test_one_set_of_pair_checks_for_both_paths():
       distillation.check_same_vocab("O", student, (vocab, True, "t"))
 
 
+@pytest.mark.heavy
 def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir):
   """configs/distill.gin with a wider random student (hidden states through
   a learned projection, teacher on the fly): the run's checkpoint holds the
@@ -357,6 +329,7 @@ def test_a_gin_run_with_inner_losses_serves_as_its_student(tmp_path, teacher_dir
                      distillation=DistillationConfig(attention_weight=1.0))
 
 
+@pytest.mark.heavy
 def test_transfer_text_is_labeled_by_the_teacher_only(tmp_path, teacher_dir):
   transfer = tmp_path / "unlabeled.txt"
   transfer.write_text("a good movie\n\nthe long bad story\nmusic and places\n")
@@ -400,6 +373,7 @@ def _classifier(layers, seed, lower_case=True):
   return model
 
 
+@pytest.mark.heavy
 def test_keras_fit_with_a_teacher(tmp_path):
   """`fit(x, y, teacher=...)`: alpha = 0 is plain `fit` (same init, seed,
   batches), alpha = 1 learns without labels, and what it cannot do it says."""
@@ -475,20 +449,34 @@ def test_token_masking_masks_real_pieces_only_while_training():
       layer(inputs, training=False)["input_word_ids"].numpy(), ids)
 
 
+def _transfer_text(*argv):
+  """`python -m bench.transfer_text ARGV` as the README runs it (a command:
+  the tests do not import bench/); the lines it wrote to its --out."""
+  out = argv[argv.index("--out") + 1]
+  subprocess.run([sys.executable, "-m", "bench.transfer_text", *argv],
+                 cwd=REPO_ROOT, check=True, capture_output=True)
+  assert not os.path.exists(out + ".tmp")
+  with open(out, encoding="utf-8", newline="") as f:
+    return f.read().split("\n")[:-1]        # one line a row, "\n"-ended
+
+
 def test_transfer_text_of_the_readme_runs(tmp_path):
   """`bench.transfer_text`: SST-2's rows after the teacher's 10,000, and
   MRPC's pairs swapped and with words dropped (each a subsequence of its
   original), unlabeled."""
-  from bench import transfer_text  # pylint: disable=g-import-not-at-top
   from bert.data import classification_data as cd  # pylint: disable=g-import-not-at-top
   from conftest import shared_data  # pylint: disable=g-import-not-at-top
   sst2 = shared_data("glue", "SST-2", "train.tsv")
-  rest = transfer_text.rest_of_train("sst-2", sst2, 10000)
+  rest = _transfer_text("rest", "--glue_task", "sst-2", "--train_file", sst2,
+                        "--skip", "10000", "--out", str(tmp_path / "rest.txt"))
   examples = cd.read_glue("sst-2", sst2)
   assert rest == [e.text_a for e in examples[10000:]] and len(rest) == 57349
-  pairs = [e for e in cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))][:50]
-  out = transfer_text.augmented_pairs([(e.text_a, e.text_b) for e in pairs], 0.15, 1)
-  assert len(out) == 200
+  mrpc = shared_data("glue", "MRPC", "train.tsv")
+  pairs = cd.read_glue("mrpc", mrpc)[:50]
+  lines = _transfer_text("pairs", "--train_file", mrpc, "--drop", "0.15",
+                         "--seed", "1", "--out", str(tmp_path / "t.txt"))
+  assert len(lines) == 4 * 3668 and all(l.count("\t") == 1 for l in lines)
+  out = [tuple(l.split("\t")) for l in lines[:200]]
 
   def subsequence(short, long):
     words = iter(long.split())
@@ -503,11 +491,6 @@ def test_transfer_text_of_the_readme_runs(tmp_path):
       assert subsequence(a, src_a) and subsequence(b, src_b)
       shorter += (a != src_a) + (b != src_b)
   assert shorter > 100                     # words were dropped (control)
-  assert transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1) == \
-      transfer_text.augmented_pairs([("a b c", "d")], 0.15, 1)   # seeded
-  transfer_text.main(["pairs", "--train_file", shared_data("glue", "MRPC",
-                                                           "train.tsv"),
-                      "--out", str(tmp_path / "t.txt")])
-  lines = (tmp_path / "t.txt").read_text(encoding="utf-8").splitlines()
-  assert len(lines) == 4 * 3668 and all(l.count("\t") == 1 for l in lines)
-  assert not (tmp_path / "t.txt.tmp").exists()
+  again = _transfer_text("pairs", "--train_file", mrpc,
+                         "--out", str(tmp_path / "t2.txt"))
+  assert again == lines                    # seeded (defaults: 0.15, seed 1)

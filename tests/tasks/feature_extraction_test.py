@@ -2,7 +2,6 @@
 Hugging Face's hidden states of the same real weights."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import numpy as np
 import torch
 import transformers
 
-from conftest import REPO_ROOT, minilm_dir
+from conftest import REPO_ROOT, minilm_dir, vocab
 
 
 def test_extract_features_matches_transformers(tmp_path):
@@ -31,7 +30,7 @@ def test_extract_features_matches_transformers(tmp_path):
       "[CLS]", "hello", ",", "world", "!", "[SEP]"]
   assert [f["token"] for f in records[2]["features"]] == ["[CLS]", "[SEP]"]
 
-  tok = transformers.BertTokenizerFast(os.path.join(minilm_dir(), "vocab.txt"))
+  tok = transformers.BertTokenizerFast(vocab())
   model = transformers.BertModel.from_pretrained(minilm_dir()).eval()
   for record, line in zip(records[:2], lines[:2]):
     a, _, b = line.partition(" ||| ")

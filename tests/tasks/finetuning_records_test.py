@@ -19,7 +19,7 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
 from bert.tasks.records_writer import create_finetuning_records
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from bert.validation import ConfigError
-from conftest import minilm_dir, shared_data, small_config
+from conftest import minilm_dir, shared_data, small_config, vocab
 
 INPUTS = FinetuningInputs(seq_length=128, global_batch_size=16,
                           eval_batch_size=32)
@@ -33,7 +33,7 @@ def mrpc_task(inputs=INPUTS, vocab_file=None, **data):
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=128),
-          vocab_file=vocab_file or os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab_file or vocab(),
           do_lower_case=True),
       inputs=inputs)
 
@@ -183,7 +183,7 @@ def test_records_of_another_encoding_are_refused(mrpc_records, tmp_path):
   with pytest.raises(DataError, match="seq_length=128.*seq_length=64"):
     mrpc_task(dataclasses.replace(INPUTS, records=folder, seq_length=64))
   other_vocab = tmp_path / "vocab.txt"
-  with open(os.path.join(minilm_dir(), "vocab.txt")) as f:
+  with open(vocab()) as f:
     other_vocab.write_text(f.read().replace("[unused0]", "[unused00]"))
   with pytest.raises(DataError, match=f"vocab .*vocab.txt, which differs from "
                      f".*{other_vocab}"):
@@ -248,7 +248,7 @@ def squad_task(path, records=None):
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=128),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+          vocab_file=vocab(),
           do_lower_case=True),
       inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
                               eval_batch_size=32, seed=1, records=records,
@@ -322,7 +322,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
         encoder=EncoderSource(
             bert_config=small_config(vocab_size=30522,
                                      max_position_embeddings=64),
-            vocab_file=os.path.join(minilm_dir(), "vocab.txt"),
+            vocab_file=vocab(),
             do_lower_case=True),
         inputs=FinetuningInputs(seq_length=64, global_batch_size=8,
                                 eval_batch_size=32, seed=2, records=records,
@@ -357,7 +357,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
 def memory_encoder():
   return EncoderSource(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=64),
-      vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True)
+      vocab_file=vocab(), do_lower_case=True)
 
 
 def test_multiple_choice_records_hold_the_in_memory_rows(tmp_path):

@@ -120,6 +120,7 @@ def test_cut_predictions_equal_full_length_ones(tmp_path):
   assert same >= 0.98 * len(answers), (same, len(answers))
 
 
+@pytest.mark.heavy
 def test_classifier_with_and_without_buckets_agree(tmp_path):
   rows = ["text\tlabel"] + [
       " ".join(["word"] * n) + f"\t{'ab'[n % 2]}" for n in range(1, 120, 7)]
@@ -143,6 +144,7 @@ def test_classifier_with_and_without_buckets_agree(tmp_path):
   assert max_abs_diff(full.logits(model, "predict"), in_row_order) <= 1e-5
 
 
+@pytest.mark.heavy
 def test_bucketed_training_with_xla_matches_plain_graph(tmp_path):
   # XLA compiles once per bucket length; the updates equal the plain graph's.
   from bert.training import OptimizerConfig, RuntimeConfig, run_experiment

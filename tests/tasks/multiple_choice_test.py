@@ -2,7 +2,6 @@
 training and prediction."""
 
 import csv
-import os
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from bert.tasks import MultipleChoiceTask
 from bert.tasks.configs import (EncoderSource, FinetuningInputs,
                                 MultipleChoiceData, ScheduleConfig)
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import minilm_dir, random_inputs, small_config
+from conftest import random_inputs, small_config, vocab
 
 HEADER = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]
@@ -72,6 +71,7 @@ def test_model_scores_each_choice_independently():
                              atol=1e-5)
 
 
+@pytest.mark.heavy
 def test_multiple_choice_learns_and_predicts(tmp_path):
   rng = np.random.RandomState(0)
   words = "the man walks to a car and opens the door slowly".split()
@@ -93,7 +93,7 @@ def test_multiple_choice_learns_and_predicts(tmp_path):
           predict_file=write_csv(tmp_path / "test.csv", rows(12))),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
+          vocab_file=vocab(), do_lower_case=True),
       inputs=FinetuningInputs(seq_length=24, global_batch_size=8),
       schedule=ScheduleConfig(num_train_epochs=4))
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",

@@ -13,8 +13,8 @@ from bert.tasks.configs import (ClassificationData, EncoderSource,
                                 FinetuningInputs, HeadConfig,
                                 MultipleChoiceData)
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import max_abs_diff, small_config
-from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task, vocab
+from conftest import max_abs_diff, small_config, vocab
+from _tasks import NER_INPUTS, SEQ, encoder_source, ner_task
 
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
@@ -40,6 +40,7 @@ def classification_task(tmp_path, inputs=CLASSIFICATION_INPUTS, head=None):
       encoder=encoder_source(**NO_DROPOUT), inputs=inputs, head=head)
 
 
+@pytest.mark.heavy
 def test_packed_steps_hold_the_batch_examples(tmp_path):
   task = classification_task(tmp_path, inputs=dataclasses.replace(
       CLASSIFICATION_INPUTS, pack=True, max_per_row=4))
@@ -69,6 +70,7 @@ def test_packed_steps_hold_the_batch_examples(tmp_path):
                                 packed_batches[3]["input_word_ids"])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("make", ["classification", "ner"])
 def test_packed_training_and_predictions_equal_unpacked(tmp_path, make):
   def build(pack):

@@ -1,7 +1,6 @@
 """SQuAD: reading, windows, post-processing rules, official EM/F1, task run."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -11,11 +10,10 @@ from bert.data.squad_examples import (
     SquadExample, article_titles, encode_examples, read_squad, split_articles)
 from bert.data.squad_eval import f1_score, postprocess, squad_metrics
 from bert.data.classification_data import DataError
-from bert.data.tokenization import Tokenizer
 from bert.tasks import QuestionAnsweringTask
 from bert.tasks.configs import EncoderSource, FinetuningInputs, SquadData
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import minilm_dir, shared_data, small_config
+from conftest import shared_data, small_config, vocab
 
 
 def ex(qid, answers, impossible=False, context="", question="q"):
@@ -74,11 +72,6 @@ def test_answer_start_mismatch_is_named(tmp_path):
   with pytest.raises(DataError, match=r"bad.json: question q7: answer 'Paris' "
                      r"is not at answer_start 3"):
     read_squad(str(path))
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-  return Tokenizer(os.path.join(minilm_dir(), "vocab.txt"))
 
 
 def logits_for(arrays, meta, spans_scores):
@@ -157,7 +150,7 @@ def test_task_trains_evaluates_and_writes_predictions(tmp_path):
                      doc_stride=64, max_query_length=32),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=128),
-          vocab_file=os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True),
+          vocab_file=vocab(), do_lower_case=True),
       inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
                               eval_batch_size=64, seed=1))
   held_out = task.examples("eval")

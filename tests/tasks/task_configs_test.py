@@ -16,18 +16,10 @@ from bert.tasks import build_task
 # OptimizerConfig) register when bert.training is imported.
 from bert import training  # noqa: F401 pylint: disable=unused-import
 from bert.validation import ConfigError
-from conftest import minilm_dir, small_config
+from conftest import minilm_dir, small_config, vocab
 
+pytestmark = pytest.mark.usefixtures("clean_gin")
 CONFIG_DIR = os.path.dirname(bundled.__file__)
-@pytest.fixture(autouse=True)
-def clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
 
 
 def test_configs_are_frozen_and_normalised():

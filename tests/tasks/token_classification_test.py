@@ -1,8 +1,6 @@
 """NER: CoNLL reading, piece alignment, seqeval metrics, training, predict."""
 
-import os
 
-import numpy as np
 import pytest
 
 from bert.data import ner_data
@@ -12,11 +10,8 @@ from bert.tasks.configs import (EncoderSource, FinetuningInputs, ScheduleConfig,
                                 TaggingData)
 from bert.tasks.token_classification import TokenClassificationTask, entity_metrics
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import minilm_dir, shared_data, small_config
-
-
-def vocab():
-  return os.path.join(minilm_dir(), "vocab.txt")
+from conftest import shared_data, small_config, vocab
+from _tasks import write_entities_conll
 
 
 def test_wnut17_files_read_with_the_published_counts():
@@ -87,26 +82,12 @@ def test_entity_metrics_follow_conll_semantics():
   assert entity_metrics(gold, gold)["f1"] == 1.0
 
 
-def write_conll(path, n, seed):
-  rng = np.random.RandomState(seed)
-  lines = []
-  for _ in range(n):
-    for _ in range(rng.randint(3, 8)):
-      if rng.rand() < 0.3:
-        lines += ["paris\tB-location"] if rng.rand() < 0.5 else [
-            "john\tB-person", "smith\tI-person"]
-      else:
-        lines.append(f"{rng.choice(['we', 'went', 'to', 'see', 'the', 'show'])}\tO")
-    lines.append("")
-  path.write_text("\n".join(lines) + "\n")
-  return str(path)
-
-
+@pytest.mark.heavy
 def test_token_classification_learns_and_predicts(tmp_path):
   task = TokenClassificationTask(
-      data=TaggingData(train_file=write_conll(tmp_path / "train.conll", 200, 0),
-                       eval_file=write_conll(tmp_path / "dev.conll", 60, 1),
-                       predict_file=write_conll(tmp_path / "test.conll", 20, 2)),
+      data=TaggingData(train_file=write_entities_conll(tmp_path / "train.conll", 200, 0),
+                       eval_file=write_entities_conll(tmp_path / "dev.conll", 60, 1),
+                       predict_file=write_entities_conll(tmp_path / "test.conll", 20, 2)),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
           vocab_file=vocab(), do_lower_case=True),

@@ -8,7 +8,7 @@ import sys
 
 import tensorflow as tf
 
-from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, minilm_dir, tiny_pretraining_config
+from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, tiny_pretraining_config, vocab
 
 STEPS = 200
 
@@ -28,7 +28,7 @@ PretrainingInputs.global_batch_size = 8
 PretrainingInputs.shuffle_buffer = 100
 PretrainingInputs.seed = 5
 PretrainingInputs.dynamic_masking = True
-EncoderSource.vocab_file = "{os.path.join(minilm_dir(), "vocab.txt")}"
+EncoderSource.vocab_file = "{vocab()}"
 RuntimeConfig.train_steps = {STEPS}
 RuntimeConfig.steps_per_loop = 10
 RuntimeConfig.checkpoint_interval = 20
@@ -39,9 +39,11 @@ OptimizerConfig.warmup_steps = 10
   return gin_file
 
 
-def command(gin_file, model_dir):
+def command(gin_file, model_dir, strategy="mirrored"):
+  """The bert-train command line of a run (the worktree's code: `python -m`,
+  not the installed console script)."""
   return [sys.executable, "-m", "bert.scripts.train", f"--gin_file={gin_file}",
-          f"--model_dir={model_dir}", "--strategy=mirrored"]
+          f"--model_dir={model_dir}", f"--strategy={strategy}"]
 
 
 def saved_steps(model_dir):

@@ -15,18 +15,13 @@ from bert.training import OptimizerConfig, RuntimeConfig
 from bert.tasks import build_task
 from conftest import REPO_ROOT, minilm_dir
 
+# gin's global config is cleared around each test (conftest's `clean_gin`).
+pytestmark = pytest.mark.usefixtures("clean_gin")
 CONFIG_DIR = os.path.dirname(configs.__file__)
 # The recipe the glue_*.gin include: it names no task, so it is no run.
 INCLUDE_ONLY = {"finetune_classification.gin"}
 # Needs a trained teacher run: parsed and run by tests/tasks/distillation_test.
 NEEDS_TEACHER = {"distill.gin"}
-
-
-@pytest.fixture(autouse=True)
-def clean_gin():
-  gin.clear_config()
-  yield
-  gin.clear_config()   # bindings must not leak into other tests
 
 
 def parse(name, *bindings):
@@ -53,6 +48,7 @@ def test_pretraining_config_per_preset(size):
   assert opt.learning_rate == expected_lr
 
 
+@pytest.mark.heavy
 def test_every_bundled_config_parses():
   names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin")))
   assert {"pretrain_tiny_wikitext2.gin", "glue_mrpc.gin", "ner_wnut17.gin"} <= set(names)
@@ -114,6 +110,7 @@ def test_cli_help_lists_flags():
     assert flag in out
 
 
+@pytest.mark.heavy
 def test_fine_tuning_configs_use_the_one_recipe():
   """The recipe lives in OptimizerConfig's defaults (what Model.compile()
   uses too); the fine-tuning gin files restate none of it and differ only

@@ -67,6 +67,7 @@ def test_second_run_is_refused_and_a_killed_runs_lock_is_taken_over(tmp_path):
   assert os.path.getsize(os.path.join(model_dir, LOCK_FILE)) == 0
 
 
+@pytest.mark.heavy
 def test_interrupted_checkpoint_write_is_cleaned_up_on_the_next_start(tmp_path):
   """TensorFlow writes a checkpoint's shards into `ckpt-N_temp/` and merges
   them; `kill -9` in between leaves that folder. The next run removes it

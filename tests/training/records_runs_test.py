@@ -7,15 +7,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from _runs import free_ports, losses, saved_steps, weights
-from conftest import REPO_ROOT, minilm_dir, shared_data, small_config
+from _runs import command, free_ports, losses, saved_steps, weights
+from conftest import REPO_ROOT, shared_data, small_config, vocab
 
 STEPS = 120
 
@@ -31,12 +30,12 @@ def write_run(folder, steps=STEPS, dropout=0.1):
   small_config(vocab_size=30522, max_position_embeddings=64,
                hidden_dropout_prob=dropout,
                attention_probs_dropout_prob=dropout).to_json_file(config_file)
-  vocab = os.path.join(minilm_dir(), "vocab.txt")
+  vocab_file = vocab()
   data = ClassificationData(glue_task="mrpc", data_dir=shared_data("glue", "MRPC"),
                             max_train_examples=480)
   records = os.path.join(folder, "records")
   task = ClassificationTask(
-      data=data, encoder=EncoderSource(bert_config=config_file, vocab_file=vocab,
+      data=data, encoder=EncoderSource(bert_config=config_file, vocab_file=vocab_file,
                                        do_lower_case=True),
       inputs=FinetuningInputs(seq_length=64))
   create_finetuning_records(task, records, ("train",), num_shards=4,
@@ -48,7 +47,7 @@ build_task.task_class = @ClassificationTask
 ClassificationData.glue_task = "mrpc"
 ClassificationData.data_dir = "{shared_data("glue", "MRPC")}"
 EncoderSource.bert_config = "{config_file}"
-EncoderSource.vocab_file = "{vocab}"
+EncoderSource.vocab_file = "{vocab_file}"
 EncoderSource.do_lower_case = True
 FinetuningInputs.records = "{records}"
 FinetuningInputs.seq_length = 64
@@ -64,11 +63,6 @@ OptimizerConfig.learning_rate = 1e-3
 OptimizerConfig.warmup_steps = 10
 """)
   return gin_file
-
-
-def command(gin_file, model_dir, strategy="mirrored"):
-  return [sys.executable, "-m", "bert.scripts.train", f"--gin_file={gin_file}",
-          f"--model_dir={model_dir}", f"--strategy={strategy}"]
 
 
 def env():

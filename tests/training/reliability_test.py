@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert.tasks import PretrainingTask
-from bert.tasks.configs import EncoderSource, PretrainingInputs
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
-from conftest import PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT, tiny_pretraining_config
+from conftest import REPO_ROOT, pretraining_task
 from _runs import STEPS, command, saved_steps, write_gin
 
 
@@ -44,16 +42,8 @@ def test_sigterm_saves_a_checkpoint_and_exits_cleanly(pretraining_records, tmp_p
   assert tf.train.latest_checkpoint(model_dir).endswith(f"ckpt-{STEPS}")
 
 
-def make_task(records):
-  return PretrainingTask(
-      encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout=0.1)),
-      inputs=PretrainingInputs(train_files=records, seq_length=PRETRAIN_SEQ,
-                               max_predictions_per_seq=PRETRAIN_PRED,
-                               global_batch_size=8, seed=3))
-
-
 def train(records, model_dir, steps, log=None):
-  run_experiment(make_task(records), model_dir, "train",
+  run_experiment(pretraining_task(records, dropout=0.1), model_dir, "train",
                  RuntimeConfig(train_steps=steps, steps_per_loop=2,
                                checkpoint_interval=2, strategy="one_device", seed=1),
                  OptimizerConfig(learning_rate=1e-3, num_train_steps=8),

@@ -15,10 +15,10 @@ from bert import checkpoints
 from bert.checkpoints import CheckpointError
 from bert.checkpoints.initialize import init_from_checkpoint
 from bert.networks.bert_encoder import BertEncoder
-from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, minilm_dir,
-                      tiny_pretraining_config, write_run)
+from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, tiny_pretraining_config,
+                      vocab, write_run)
 
-VOCAB = os.path.join(minilm_dir(), "vocab.txt")
+VOCAB = vocab()
 
 
 def _pretraining_run(folder, records):

@@ -16,7 +16,7 @@ from bert import checkpoints
 from bert.checkpoints import CheckpointError
 from bert.tasks import trained_run
 from bert.validation import ConfigError
-from conftest import write_run
+from conftest import vocab, write_run
 from run_checkpoint_test import _pretraining_run
 from reliability_test import train
 
@@ -137,9 +137,8 @@ def test_a_checkpoint_of_another_model_is_not_skipped(run, tmp_path):
 
 
 def _vocab(run):
-  from conftest import minilm_dir  # pylint: disable=g-import-not-at-top
   del run
-  return os.path.join(minilm_dir(), "vocab.txt")
+  return vocab()
 
 
 def test_a_damaged_checkpoint_state_file_loses_no_progress(

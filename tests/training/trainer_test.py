@@ -12,8 +12,8 @@ from bert.tasks.configs import EncoderSource, PretrainingInputs
 from bert.training import (LossScaleCollapseError, NonFiniteLossError,
                            OptimizerConfig, RuntimeConfig, build_optimizer,
                            run_experiment)
-from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, small_config,
-                      tiny_pretraining_config)
+from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, pretraining_task,
+                      small_config)
 
 SEQ, PRED = PRETRAIN_SEQ, PRETRAIN_PRED
 
@@ -21,13 +21,6 @@ SEQ, PRED = PRETRAIN_SEQ, PRETRAIN_PRED
 @pytest.fixture
 def records(pretraining_records):
   return pretraining_records
-
-
-def make_task(records, dropout=0.0, batch=8, cls=PretrainingTask):
-  return cls(encoder=EncoderSource(bert_config=tiny_pretraining_config(dropout)),
-             inputs=PretrainingInputs(train_files=records, eval_files=records,
-                                      seq_length=SEQ, max_predictions_per_seq=PRED,
-                                      global_batch_size=batch, seed=3))
 
 
 def train(task, model_dir, steps=3, log_fn=None, **runtime):
@@ -58,17 +51,17 @@ def test_grad_accumulation_equals_one_large_batch(records, tmp_path):
   # Also sparse == dense clipping: one micro-batch keeps the embeddings'
   # gradients IndexedSlices through the global-norm clip (repeated ids must
   # be summed first), four sum them densely.
-  _, one = train(make_task(records), tmp_path / "one")
-  _, accumulated = train(make_task(records), tmp_path / "acc",
+  _, one = train(pretraining_task(records), tmp_path / "one")
+  _, accumulated = train(pretraining_task(records), tmp_path / "acc",
                          grad_accumulation_steps=4)
   assert max_diff(one, accumulated) <= 1e-5
   # The run moved the weights (the comparison is not between two no-ops).
-  _, other = train(make_task(records), tmp_path / "shorter", steps=1)
+  _, other = train(pretraining_task(records), tmp_path / "shorter", steps=1)
   assert max_diff(one, other) > 1e-3
 
 
 def test_training_lowers_the_loss_and_evaluates(records, tmp_path):
-  task = make_task(records, dropout=0.1, batch=16)
+  task = pretraining_task(records, dropout=0.1, batch=16)
   runtime = RuntimeConfig(train_steps=60, steps_per_loop=20, eval_interval=60,
                           eval_steps=4, strategy="mirrored", seed=1)
   lines = []
@@ -112,7 +105,7 @@ class _NanAtStep5(PretrainingTask):
 
 
 def test_nan_loss_stops_and_keeps_last_good_checkpoint(records, tmp_path):
-  task = make_task(records, cls=_NanAtStep5)
+  task = pretraining_task(records, task_class=_NanAtStep5)
   # The error names the step and the record files of that step's batch.
   with pytest.raises(NonFiniteLossError, match=r"at step 5; .*The batch of "
                      r"step 5 came from: records of .*pretraining_records.*"
@@ -148,7 +141,7 @@ class _OverflowAt(PretrainingTask):
 
 
 def test_overflow_steps_are_skipped_and_logged(records, tmp_path):
-  task = make_task(records, cls=_OverflowAt)
+  task = pretraining_task(records, task_class=_OverflowAt)
   task.bad_steps = [2]
   lines = []
   out, _ = train(task, tmp_path, steps=8, steps_per_loop=4,
@@ -160,7 +153,7 @@ def test_overflow_steps_are_skipped_and_logged(records, tmp_path):
 
 
 def test_loss_scale_collapse_stops_with_bounded_retries(records, tmp_path):
-  task = make_task(records, cls=_OverflowAt)    # every step overflows
+  task = pretraining_task(records, task_class=_OverflowAt)    # every step overflows
   lines = []
   with pytest.raises(LossScaleCollapseError, match=(
       r"mixed_float16: the gradients of 30 steps in a row \(from step 1\) "
@@ -177,8 +170,8 @@ def test_loss_scale_collapse_stops_with_bounded_retries(records, tmp_path):
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy):
-  _, f32 = train(make_task(records), tmp_path / "f32")
-  out, mixed = train(make_task(records), tmp_path / policy,
+  _, f32 = train(pretraining_task(records), tmp_path / "f32")
+  out, mixed = train(pretraining_task(records), tmp_path / policy,
                      mixed_precision=policy)
   assert np.isfinite(out["loss"])
   if policy == "mixed_float16":
@@ -189,8 +182,8 @@ def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy):
 
 
 def test_xla_matches_eager_graph(records, tmp_path):
-  _, plain = train(make_task(records), tmp_path / "plain")
-  _, xla = train(make_task(records), tmp_path / "xla", jit_compile=True)
+  _, plain = train(pretraining_task(records), tmp_path / "plain")
+  _, xla = train(pretraining_task(records), tmp_path / "xla", jit_compile=True)
   assert max_diff(plain, xla) <= 1e-5
 
 
@@ -250,13 +243,13 @@ def test_adamw_update_equals_algorithm_1_with_decoupled_weight_decay():
 
 def test_bad_runtime_settings_fail_before_training(records, tmp_path):
   with pytest.raises(ValueError, match="grad_accumulation_steps=3"):
-    train(make_task(records), tmp_path / "a", grad_accumulation_steps=3)
+    train(pretraining_task(records), tmp_path / "a", grad_accumulation_steps=3)
   with pytest.raises(ValueError, match="RuntimeConfig.strategy"):
     RuntimeConfig(strategy="gpu")
   blocker = tmp_path / "file"
   blocker.write_text("not a folder")
   with pytest.raises(OSError, match="not writable"):
-    train(make_task(records), blocker / "model")
+    train(pretraining_task(records), blocker / "model")
   with pytest.raises(ValueError, match=r"PretrainingInputs\.seq_length=128 "
                      r"exceeds max_position_embeddings=32"):
     PretrainingTask(encoder=EncoderSource(bert_config=small_config()),
