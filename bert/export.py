@@ -34,7 +34,7 @@ refuses a reduced precision that scores too far below fp32.
 import json
 import os
 import tempfile
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from absl import logging
 import tensorflow as tf
@@ -56,6 +56,10 @@ from bert.serving.precision import bf16_copy
 from bert.serving.stages import ServingModule
 from bert.serving.tagger import TaggerServing
 from bert.serving.tflite import PRECISIONS
+from bert.validation import renamed_keywords
+
+# A vocabulary: a vocab.txt path or its tokens in id order.
+Vocab = Union[str, os.PathLike, Sequence[str]]
 
 
 # The one loader of every serving export, here beside the writers.
@@ -206,7 +210,8 @@ def _buckets(buckets, seq_length):
       seq_length, "serving length_buckets")
 
 
-def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
                       seq_length: int, labels: Optional[Sequence[str]],
                       pairs: bool, precision: str = "fp32",
                       length_buckets: Optional[Sequence[int]] = None,
@@ -214,6 +219,7 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertClassifier.
 
   Args:
+    vocab: the model's vocabulary (a vocab.txt path or its tokens).
     labels: class names in logit order; None for regression.
     pairs: whether the model takes a second text (`text_b`).
     precision, gate: see `write_serving`.
@@ -221,12 +227,13 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
-      lambda m: ClassifierServing(m, vocab_file, lower_case, seq_length,
+      lambda m: ClassifierServing(m, vocab, lower_case, seq_length,
                                   labels, pairs, buckets),
       model, path, "classifier", precision, gate)
 
 
-def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
                         squad: SquadConfig, precision: str = "fp32",
                         length_buckets: Optional[Sequence[int]] = None,
                         gate: Optional[AccuracyGate] = None,
@@ -234,6 +241,7 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler.
 
   Args:
+    vocab: the model's vocabulary (a vocab.txt path or its tokens).
     squad: the windows and answer search (the model's preprocessor's
       `squad`, what training and `predict` used).
     precision, gate: see `write_serving`.
@@ -246,18 +254,20 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   from bert.serving.span_labeler import SpanServing  # pylint: disable=g-import-not-at-top
   buckets = _buckets(length_buckets, squad.seq_length)
   return write_serving(
-      lambda m: SpanServing(m, vocab_file, lower_case, squad, buckets),
+      lambda m: SpanServing(m, vocab, lower_case, squad, buckets),
       model, path, "span_labeler", precision, gate)
 
 
-def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
                   seq_length: int, labels: Sequence[str],
                   precision: str = "fp32",
                   length_buckets: Optional[Sequence[int]] = None,
                   gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
-  """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
+  """Writes a serving SavedModel of a fine-tuned BertTokenClassifier;
+  `vocab`: the model's vocabulary (a vocab.txt path or its tokens)."""
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
-      lambda m: TaggerServing(m, vocab_file, lower_case, seq_length, labels,
+      lambda m: TaggerServing(m, vocab, lower_case, seq_length, labels,
                               buckets),
       model, path, "tagger", precision, gate)

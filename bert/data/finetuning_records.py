@@ -10,7 +10,7 @@ round-robin: row i of a split of S shards is record i // S of shard i % S.
 Reading a split's shards interleaved one record at a time gives its rows back
 in order, and reading shards j, j + L, j + 2L, ... gives rows j, j + L, ...:
 lane j of L (when L divides S), which is what one input pipeline of a
-distributed run reads. So the streams of `bert.tasks.finetuning_inputs` are
+distributed run reads. So the streams of `bert.tasks.encoded_inputs` are
 the same rows in the same order from TFRecords as from memory.
 
 Each record is a tf.train.Example with every feature of the row flattened:

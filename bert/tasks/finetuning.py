@@ -1,6 +1,6 @@
 """The model-facing half of every fine-tuning task: the encoder it starts
 from, its tokenizer, and the task interface over `EncodedInputs` (the input
-pipeline, `bert.tasks.finetuning_inputs`).
+pipeline, `bert.tasks.encoded_inputs`).
 """
 
 from typing import Dict, List, Optional, Sequence
@@ -14,7 +14,7 @@ from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
 from bert.tasks.configs import (DataFiles, EncoderSource, FinetuningInputs,
                                 HeadConfig, ScheduleConfig, or_default)
-from bert.tasks.finetuning_inputs import EncodedInputs
+from bert.tasks.encoded_inputs import EncodedInputs
 from bert.validation import ConfigError
 
 
