@@ -75,20 +75,21 @@ def _output_folder(path: str):
       "a SavedModel folder", FileExistsError)
 
 
+@renamed_keywords(do_lower_case="lower_case")
 def export_encoder(encoder, path: str, masked_lm=None,
                    vocab_file: Optional[str] = None,
-                   do_lower_case: Optional[bool] = None) -> None:
+                   lower_case: Optional[bool] = None) -> None:
   """Writes `encoder` (a BertEncoder) as a TF Hub reusable SavedModel.
 
   As Model Garden's `export_tfhub` does, the vocab is an asset
-  (`.vocab_file`) and the casing a variable (`.do_lower_case`); the config
-  is an asset too (`bert_config.json`), so `bert.checkpoints.load` reads the
-  export back exactly.
+  (`.vocab_file`) and the casing a variable (`.do_lower_case`, TF Hub's
+  name); the config is an asset too (`bert_config.json`), so
+  `bert.checkpoints.load` reads the export back exactly.
 
   Args:
     masked_lm: optional MaskedLMHead tied to this encoder's embeddings; it
       becomes the `.mlm` sub-object.
-    vocab_file, do_lower_case: the tokenizer's, when known.
+    vocab_file, lower_case: the tokenizer's, when known.
   """
   inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
             for k in ENCODER_INPUTS}
@@ -113,8 +114,8 @@ def export_encoder(encoder, path: str, masked_lm=None,
     hub_encoder.bert_config_file = tf.saved_model.Asset(config_file)
     if vocab_file is not None:
       hub_encoder.vocab_file = tf.saved_model.Asset(vocab_file)
-    if do_lower_case is not None:
-      hub_encoder.do_lower_case = tf.Variable(do_lower_case, trainable=False)
+    if lower_case is not None:
+      hub_encoder.do_lower_case = tf.Variable(lower_case, trainable=False)
     hub_encoder.save(tmp, include_optimizer=False, save_format="tf")
 
 

@@ -80,17 +80,19 @@ def main(argv):
             "this CPU has no bf16 dot products)")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
+    # --do_lower_case: Model Garden export_tfhub.py's flag (and TF Hub's
+    # asset); the library's name is lower_case.
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm,
                           vocab_file=FLAGS.vocab_file or ckpt.vocab_file,
-                          do_lower_case=(ckpt.do_lower_case
-                                         if FLAGS.do_lower_case is None
-                                         else FLAGS.do_lower_case))
+                          lower_case=(ckpt.lower_case
+                                      if FLAGS.do_lower_case is None
+                                      else FLAGS.do_lower_case))
   else:
     vocab, lower = FLAGS.vocab_file, FLAGS.do_lower_case
     if FLAGS.checkpoint and (vocab is None or lower is None):
       ckpt = checkpoints.load(FLAGS.checkpoint)
       vocab = vocab or ckpt.vocab_file
-      lower = ckpt.do_lower_case if lower is None else lower
+      lower = ckpt.lower_case if lower is None else lower
     if vocab is None or lower is None:
       raise app.UsageError("preprocessor needs a vocab and casing: give "
                            "--checkpoint or --vocab_file and --do_lower_case")

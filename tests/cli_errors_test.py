@@ -42,7 +42,7 @@ def files(tmp_path_factory):
                       num_attention_heads=2, intermediate_size=64,
                       max_position_embeddings=128)
   f["ckpt"] = checkpoints.save(BertEncoder(config), f"{root}/ckpt", format="hf",
-                               vocab_file=f["vocab"], do_lower_case=True)
+                               vocab_file=f["vocab"], lower_case=True)
 
   def variant(name, edit):
     path = f"{root}/{name}"

@@ -130,7 +130,7 @@ def _trained_classifier_run(tmp_path):
 build_task.task_class = @ClassificationTask
 EncoderSource.bert_config = "{config}"
 EncoderSource.vocab_file = "{vocab()}"
-EncoderSource.do_lower_case = True
+EncoderSource.lower_case = True
 ClassificationData.train_file = "{data}"
 ClassificationData.eval_file = "{data}"
 ClassificationData.text_a_column = "text"

@@ -131,12 +131,12 @@ class BertTokenizer(tf_keras.layers.Layer):
   @classmethod
   def from_checkpoint(cls, checkpoint, lower_case=None, **kwargs):
     """The tokenizer of a loaded checkpoint (`bert.checkpoints.load`): its
-    vocab.txt, and its `do_lower_case` unless `lower_case` is given."""
+    vocab.txt, and its casing unless `lower_case` is given."""
     if checkpoint.vocab_file is None:
       raise ValueError("the checkpoint has no vocab.txt; build BertTokenizer "
                        "with an explicit vocab_file")
     if lower_case is None:
-      lower_case = checkpoint.do_lower_case
+      lower_case = checkpoint.lower_case
     if lower_case is None:
       raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
                        "say whether it is cased; pass lower_case=True/False")

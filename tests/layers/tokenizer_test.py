@@ -300,7 +300,7 @@ def test_casing_comes_from_the_checkpoint(tmp_path):
   ckpt = checkpoints.load(minilm_dir())
   assert BertTokenizer.from_checkpoint(ckpt).lower_case is True
   assert BertTokenizer.from_checkpoint(ckpt, lower_case=False).lower_case is False
-  ckpt.do_lower_case = None
+  ckpt.lower_case = None
   with pytest.raises(ValueError, match="pass lower_case"):
     BertTokenizer.from_checkpoint(ckpt)
 

@@ -93,7 +93,7 @@ def _encoder_bindings(layers=3):
                         num_hidden_layers=layers).to_dict()
   return [f"EncoderSource.bert_config = {config!r}",
           f"EncoderSource.vocab_file = '{_tasks.vocab()}'",
-          "EncoderSource.do_lower_case = True",
+          "EncoderSource.lower_case = True",
           "FinetuningInputs.seq_length = 32",
           "FinetuningInputs.global_batch_size = 16",
           "FinetuningInputs.eval_batch_size = 32"]
@@ -215,7 +215,7 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   other.write_text("\n".join(tokens), encoding="utf-8")
   config = small_config(vocab_size=30522, max_position_embeddings=128)
   student = checkpoints.save(BertEncoder(config), str(tmp_path / "student"),
-                             vocab_file=str(other), do_lower_case=True)
+                             vocab_file=str(other), lower_case=True)
   with pytest.raises(ConfigError) as e:
     DistillationTask(teacher=teacher_dir, student=student, inputs=INPUTS)
   message = str(e.value).splitlines()[0]   # (gin adds a line naming the call)
@@ -223,7 +223,7 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   assert _tasks.vocab() in message and "line 1001" in message
   # The same checkpoint with the teacher's vocab is a student.
   good = checkpoints.save(BertEncoder(config), str(tmp_path / "good"),
-                          vocab_file=_tasks.vocab(), do_lower_case=True)
+                          vocab_file=_tasks.vocab(), lower_case=True)
   task = DistillationTask(teacher=teacher_dir, student=good, inputs=INPUTS)
   assert task.initial_checkpoint is not None and task.taken is None
   with pytest.raises(ConfigError, match=r"blocks 0\.\.2"):
