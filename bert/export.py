@@ -11,7 +11,8 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
   `regularization_losses`; `hub.KerasLayer(path, trainable=True)` fine-tunes
   it), with an `.mlm` sub-object (adds `masked_lm_positions` -> `mlm_logits`)
   when masked-LM head weights are given.
-- `export_preprocessor`: raw strings -> encoder inputs, with `.tokenize` and
+- `export_preprocessing_model`: raw strings -> encoder inputs, TF Hub's
+  preprocessing interface (`bert_*_preprocess`), with `.tokenize` and
   `.bert_pack_inputs` (seq_length changeable at call time).
 - `export_classifier`: strings `text` (and `text_b` for pairs) ->
   `probabilities`, `label`; `score` for regression.
@@ -45,7 +46,7 @@ from bert.data import length_buckets as lb
 from bert.io import atomic_folder
 from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
-from bert.networks.bert_preprocessor import make_preprocessor
+from bert.networks.preprocessing_model import make_preprocessing_model
 from bert import hardware as cpu
 from bert.serving import tflite
 from bert.serving.classifier import ClassifierServing
@@ -119,13 +120,20 @@ def export_encoder(encoder, path: str, masked_lm=None,
     hub_encoder.save(tmp, include_optimizer=False, save_format="tf")
 
 
-def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
-                        seq_length: int = 128, num_text_inputs: int = 1) -> None:
-  """Writes a TF Hub-style BERT preprocessor SavedModel."""
-  model = make_preprocessor(vocab_file, lower_case=lower_case,
-                            seq_length=seq_length, num_text_inputs=num_text_inputs)
+def export_preprocessing_model(vocab_file: str, path: str,
+                               lower_case: bool = True, seq_length: int = 128,
+                               num_text_inputs: int = 1) -> None:
+  """Writes a TF Hub-style BERT preprocessing SavedModel
+  (`bert.networks.make_preprocessing_model`)."""
+  model = make_preprocessing_model(vocab_file, lower_case=lower_case,
+                                   seq_length=seq_length,
+                                   num_text_inputs=num_text_inputs)
   with _output_folder(path) as tmp:
     tf.saved_model.save(model, tmp)
+
+
+# The former name, still read.
+export_preprocessor = export_preprocessing_model
 
 
 def check_precision(precision: str) -> str:

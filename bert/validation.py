@@ -169,17 +169,23 @@ def former_field(owner: str, new: str, value: Any, old: str, former: Any,
   return former
 
 
-def renamed_keywords(**renames):
+def renamed_keywords(still_read: bool = False, **renames):
   """Decorates a function whose keyword arguments `old=new` were renamed: a
-  call with an old name is a TypeError naming the new one."""
+  call with an old name is a TypeError naming the new one, or with
+  `still_read` (an argument users' code and docs pass) is passed on as the
+  new one (a TypeError when both are given)."""
 
   def decorate(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
       for old, new in renames.items():
-        if old in kwargs:
+        if old not in kwargs:
+          continue
+        if not still_read or new in kwargs:
           raise TypeError(f"{fn.__name__}({old}=...): the argument is now "
-                          f"named {new}")
+                          f"named {new}" + (f"; give {new} only"
+                                            if still_read else ""))
+        kwargs[new] = kwargs.pop(old)
       return fn(*args, **kwargs)
     return wrapper
   return decorate

@@ -222,7 +222,7 @@ CASES = [
                                       "--checkpoint={ckpt_truncated}",
                                       "--output={out}"], ["model.safetensors"]),
     Case("export_preprocessor_blank_vocab", [
-        "bert-export", "--kind=preprocessor", "--checkpoint={ckpt_blank_vocab}",
+        "bert-export", "--kind=preprocessing", "--checkpoint={ckpt_blank_vocab}",
         "--output={out}"], ["vocab.txt:9"]),
     # bert-extract-features
     Case("features_layers_not_numbers", [

@@ -9,12 +9,13 @@ import os
 import gin
 import pytest
 
-from bert import checkpoints, export
+from bert import BertEncoder, checkpoints, export, networks
+from bert.checkpoints import CheckpointError
 from bert.data.pretraining_data import PretrainingDataConfig
 from bert.data.pretraining_manifest import write_manifest
 from bert.tasks.configs import EncoderSource
 from bert.validation import ConfigError
-from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, minilm_dir,
+from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, minilm_dir, small_config,
                       tiny_pretraining_config, write_run)
 
 VOCAB = os.path.join(minilm_dir(), "vocab.txt")
@@ -88,3 +89,23 @@ def test_pretraining_manifest_keeps_the_reference_flag_names(tmp_path):
   assert written["max_seq_length"] == 64 and written["do_lower_case"] is False
   assert "seq_length" not in written and "lower_case" not in written
   assert written["max_predictions_per_seq"] == 20   # the others as they are
+
+
+def test_load_still_reads_its_former_preprocessor_keyword(tmp_path):
+  """load(preprocessing=) names a TF Hub preprocessing SavedModel (not a
+  BertPreprocessor); the former keyword is passed on as it."""
+  folder = checkpoints.save(BertEncoder(small_config()), str(tmp_path / "c"))
+  for keyword in ("preprocessing", "preprocessor"):
+    with pytest.raises(CheckpointError, match=r"preprocessing= is for TF Hub "
+                       r"SavedModels; this is a tf2 checkpoint"):
+      checkpoints.load(folder, **{keyword: "unused"})
+  with pytest.raises(TypeError, match=r"load\(preprocessor=...\): the "
+                     r"argument is now named preprocessing; give "
+                     r"preprocessing only"):
+    checkpoints.load(folder, preprocessing="a", preprocessor="b")
+  assert checkpoints.load(folder).format == "tf2"   # neither given
+
+
+def test_former_preprocessing_model_names_still_read():
+  assert networks.make_preprocessor is networks.make_preprocessing_model
+  assert export.export_preprocessor is export.export_preprocessing_model

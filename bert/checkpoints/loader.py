@@ -89,9 +89,10 @@ class BertCheckpoint:
 
 
 # -------------------------------------------------------------------- load
+@renamed_keywords(still_read=True, preprocessor="preprocessing")
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None,
-         preprocessor: Optional[str] = None) -> BertCheckpoint:
+         preprocessing: Optional[str] = None) -> BertCheckpoint:
   """Loads a BERT checkpoint folder of any supported format, or a preset.
 
   Args:
@@ -99,8 +100,9 @@ def load(path: str, *, with_heads: bool = False,
       downloaded once into the cache, or an installed package's weights).
     with_heads: also load the pre-training heads when the checkpoint has them.
     format: one of FORMATS; None detects it.
-    preprocessor: for a TF Hub encoder SavedModel, the matching
-      `bert_*_preprocess` SavedModel to take the vocab and casing from.
+    preprocessing: for a TF Hub encoder SavedModel, the matching TF Hub
+      preprocessing SavedModel (`bert_*_preprocess`) to take the vocab and
+      casing from (`preprocessor=`, its former name, still reads).
 
   Raises:
     CheckpointError: missing folder/config, unknown format, unreadable file.
@@ -113,13 +115,13 @@ def load(path: str, *, with_heads: bool = False,
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:
     raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
-  if preprocessor is not None and fmt != "tfhub":
-    raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
-                          f"this is a {fmt} checkpoint")
+  if preprocessing is not None and fmt != "tfhub":
+    raise CheckpointError(f"{folder}: preprocessing= is for TF Hub "
+                          f"SavedModels; this is a {fmt} checkpoint")
   if fmt == "run":
     return _load_run(folder, with_heads)
   config, arrays, vocab_file, lower_case, source = read_folder(
-      folder, fmt, preprocessor)
+      folder, fmt, preprocessing)
   if vocab_file is not None:
     _check_vocab(vocab_file, config)
   has_heads = arrays is not None and any(

@@ -96,7 +96,7 @@ def _shapes(prefix):
     return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
 
 
-def read_folder(folder, fmt, preprocessor):
+def read_folder(folder, fmt, preprocessing):
   """(config, {TF1 name: array} (None for "tf2"), vocab file, lower_case,
   source file) of a checkpoint folder of format `fmt`."""
   if fmt == "tfhub":
@@ -106,15 +106,16 @@ def read_folder(folder, fmt, preprocessor):
     if config is None:
       config = tfhub.infer_config(
           arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
-    vocab_file, preprocessor_lower_case = tfhub.assets(
-        folder, preprocessor, required=vocab_required)
-    if (lower_case is not None and preprocessor_lower_case is not None
-        and lower_case != preprocessor_lower_case):
+    vocab_file, preprocessing_lower_case = tfhub.assets(
+        folder, preprocessing, required=vocab_required)
+    if (lower_case is not None and preprocessing_lower_case is not None
+        and lower_case != preprocessing_lower_case):
       raise CheckpointError(
-          f"{preprocessor}: its casing (lower_case={preprocessor_lower_case}) "
-          f"contradicts the encoder's (lower_case={lower_case})")
+          f"{preprocessing}: its casing (do_lower_case="
+          f"{preprocessing_lower_case}) contradicts the encoder's "
+          f"(do_lower_case={lower_case})")
     if lower_case is None:
-      lower_case = preprocessor_lower_case
+      lower_case = preprocessing_lower_case
     return (config, arrays, vocab_file, lower_case,
             os.path.join(folder, tfhub.VARIABLES))
   if fmt == "keras_hub":

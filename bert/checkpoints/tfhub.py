@@ -189,26 +189,26 @@ def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
   return mapping.to_tf1(encoder, masked_lm)
 
 
-def assets(folder: str, preprocessor: Optional[str] = None,
+def assets(folder: str, preprocessing: Optional[str] = None,
            required: bool = True):
   """(vocab file, lower_case or None) from the SavedModel's assets, or
-  from a preprocessor SavedModel (`bert_*_preprocess`), whose casing is its
+  from a preprocessing SavedModel (`bert_*_preprocess`), whose casing is its
   graph: lower-casing models fold case (`CaseFoldUTF8`). Without
   `required`, a SavedModel with no vocab gives (None, None)."""
-  source = preprocessor or folder
+  source = preprocessing or folder
   asset_dir = os.path.join(source, "assets")
   texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
                              else []) if f.endswith(".txt"))
-  if not texts and not required and not preprocessor:
+  if not texts and not required and not preprocessing:
     return None, None
   if len(texts) != 1:
     raise CheckpointError(
         f"{asset_dir}: expected one vocab .txt asset, found "
-        f"{', '.join(texts) or 'none'}" + ("" if preprocessor else
-        " (give the matching bert_*_preprocess SavedModel as preprocessor)"))
+        f"{', '.join(texts) or 'none'}" + ("" if preprocessing else
+        " (give the matching bert_*_preprocess SavedModel as preprocessing)"))
   lower_case = None
-  if preprocessor:
-    lower_case = "CaseFoldUTF8" in graph_ops(preprocessor)
+  if preprocessing:
+    lower_case = "CaseFoldUTF8" in graph_ops(preprocessing)
   return os.path.join(asset_dir, texts[0]), lower_case
 
 

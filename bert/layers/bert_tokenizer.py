@@ -152,7 +152,8 @@ class BertTokenizer(tf_keras.layers.Layer):
     return len(self._vocab)
 
   def get_special_tokens_dict(self) -> Dict[str, int]:
-    """Ids of the special tokens, with the names TF Hub preprocessors use."""
+    """Ids of the special tokens, named as in TF Hub's preprocessing
+    models."""
     ids = dict(
         padding_id=self._vocab.index("[PAD]"),
         start_of_sequence_id=self._vocab.index("[CLS]"),

@@ -91,13 +91,13 @@ def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
   shutil.rmtree(os.path.join(folder, "assets"))
   with pytest.raises(CheckpointError) as e:
     checkpoints.load(folder)
-  one_line(e, os.path.join(folder, "assets"), "preprocessor")
-  ours = checkpoints.load(folder, preprocessor=preprocess)
+  one_line(e, os.path.join(folder, "assets"), "preprocessing")
+  ours = checkpoints.load(folder, preprocessing=preprocess)
   assert ours.vocab_file == os.path.join(preprocess, "assets", "vocab.txt")
   assert ours.lower_case is True    # the encoder's variable and the graph agree
   with pytest.raises(CheckpointError) as e:
-    checkpoints.load(unpack("keras_hub_preset", tmp_path), preprocessor=preprocess)
-  one_line(e, "preprocessor= is for TF Hub SavedModels")
+    checkpoints.load(unpack("keras_hub_preset", tmp_path), preprocessing=preprocess)
+  one_line(e, "preprocessing= is for TF Hub SavedModels")
 
 
 def test_keras_hub_preset_matches_keras_hub(tmp_path):
