@@ -157,8 +157,8 @@ def check_same_vocab(owner: str, student, teacher) -> None:
                       f"teacher's ({t_from}): {how}; student and teacher must "
                       "share one vocabulary")
   if bool(s_lower) != bool(t_lower):
-    raise ConfigError(f"{owner}: the student's casing (do_lower_case={s_lower}"
-                      f", {s_from}) is not the teacher's (do_lower_case="
+    raise ConfigError(f"{owner}: the student's casing (lower_case={s_lower}"
+                      f", {s_from}) is not the teacher's (lower_case="
                       f"{t_lower}, {t_from})")
 
 

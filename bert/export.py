@@ -11,7 +11,8 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
   `regularization_losses`; `hub.KerasLayer(path, trainable=True)` fine-tunes
   it), with an `.mlm` sub-object (adds `masked_lm_positions` -> `mlm_logits`)
   when masked-LM head weights are given.
-- `export_preprocessor`: raw strings -> encoder inputs, with `.tokenize` and
+- `export_preprocessing_model`: raw strings -> encoder inputs, TF Hub's
+  preprocessing interface (`bert_*_preprocess`), with `.tokenize` and
   `.bert_pack_inputs` (seq_length changeable at call time).
 - `export_classifier`: strings `text` (and `text_b` for pairs) ->
   `probabilities`, `label`; `score` for regression.
@@ -34,7 +35,7 @@ refuses a reduced precision that scores too far below fp32.
 import json
 import os
 import tempfile
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Union
 
 from absl import logging
 import tensorflow as tf
@@ -45,7 +46,7 @@ from bert.data import length_buckets as lb
 from bert.io import atomic_folder
 from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
-from bert.networks.bert_preprocessor import make_preprocessor
+from bert.networks.preprocessing_model import make_preprocessing_model
 from bert import hardware as cpu
 from bert.serving import tflite
 from bert.serving.classifier import ClassifierServing
@@ -56,6 +57,10 @@ from bert.serving.precision import bf16_copy
 from bert.serving.stages import ServingModule
 from bert.serving.tagger import TaggerServing
 from bert.serving.tflite import PRECISIONS
+from bert.validation import renamed_keywords
+
+# A vocabulary: a vocab.txt path or its tokens in id order.
+Vocab = Union[str, os.PathLike, Sequence[str]]
 
 
 # The one loader of every serving export, here beside the writers.
@@ -71,20 +76,21 @@ def _output_folder(path: str):
       "a SavedModel folder", FileExistsError)
 
 
+@renamed_keywords(do_lower_case="lower_case")
 def export_encoder(encoder, path: str, masked_lm=None,
                    vocab_file: Optional[str] = None,
-                   do_lower_case: Optional[bool] = None) -> None:
+                   lower_case: Optional[bool] = None) -> None:
   """Writes `encoder` (a BertEncoder) as a TF Hub reusable SavedModel.
 
   As Model Garden's `export_tfhub` does, the vocab is an asset
-  (`.vocab_file`) and the casing a variable (`.do_lower_case`); the config
-  is an asset too (`bert_config.json`), so `bert.checkpoints.load` reads the
-  export back exactly.
+  (`.vocab_file`) and the casing a variable (`.do_lower_case`, TF Hub's
+  name); the config is an asset too (`bert_config.json`), so
+  `bert.checkpoints.load` reads the export back exactly.
 
   Args:
     masked_lm: optional MaskedLMHead tied to this encoder's embeddings; it
       becomes the `.mlm` sub-object.
-    vocab_file, do_lower_case: the tokenizer's, when known.
+    vocab_file, lower_case: the tokenizer's, when known.
   """
   inputs = {k: tf_keras.Input(shape=(None,), dtype=tf.int32, name=k)
             for k in ENCODER_INPUTS}
@@ -109,18 +115,25 @@ def export_encoder(encoder, path: str, masked_lm=None,
     hub_encoder.bert_config_file = tf.saved_model.Asset(config_file)
     if vocab_file is not None:
       hub_encoder.vocab_file = tf.saved_model.Asset(vocab_file)
-    if do_lower_case is not None:
-      hub_encoder.do_lower_case = tf.Variable(do_lower_case, trainable=False)
+    if lower_case is not None:
+      hub_encoder.do_lower_case = tf.Variable(lower_case, trainable=False)
     hub_encoder.save(tmp, include_optimizer=False, save_format="tf")
 
 
-def export_preprocessor(vocab_file: str, path: str, lower_case: bool = True,
-                        seq_length: int = 128, num_text_inputs: int = 1) -> None:
-  """Writes a TF Hub-style BERT preprocessor SavedModel."""
-  model = make_preprocessor(vocab_file, lower_case=lower_case,
-                            seq_length=seq_length, num_text_inputs=num_text_inputs)
+def export_preprocessing_model(vocab_file: str, path: str,
+                               lower_case: bool = True, seq_length: int = 128,
+                               num_text_inputs: int = 1) -> None:
+  """Writes a TF Hub-style BERT preprocessing SavedModel
+  (`bert.networks.make_preprocessing_model`)."""
+  model = make_preprocessing_model(vocab_file, lower_case=lower_case,
+                                   seq_length=seq_length,
+                                   num_text_inputs=num_text_inputs)
   with _output_folder(path) as tmp:
     tf.saved_model.save(model, tmp)
+
+
+# The former name, still read.
+export_preprocessor = export_preprocessing_model
 
 
 def check_precision(precision: str) -> str:
@@ -206,7 +219,8 @@ def _buckets(buckets, seq_length):
       seq_length, "serving length_buckets")
 
 
-def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
                       seq_length: int, labels: Optional[Sequence[str]],
                       pairs: bool, precision: str = "fp32",
                       length_buckets: Optional[Sequence[int]] = None,
@@ -214,6 +228,7 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertClassifier.
 
   Args:
+    vocab: the model's vocabulary (a vocab.txt path or its tokens).
     labels: class names in logit order; None for regression.
     pairs: whether the model takes a second text (`text_b`).
     precision, gate: see `write_serving`.
@@ -221,12 +236,13 @@ def export_classifier(model, path: str, vocab_file: str, lower_case: bool,
   """
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
-      lambda m: ClassifierServing(m, vocab_file, lower_case, seq_length,
+      lambda m: ClassifierServing(m, vocab, lower_case, seq_length,
                                   labels, pairs, buckets),
       model, path, "classifier", precision, gate)
 
 
-def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
                         squad: SquadConfig, precision: str = "fp32",
                         length_buckets: Optional[Sequence[int]] = None,
                         gate: Optional[AccuracyGate] = None,
@@ -234,6 +250,7 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler.
 
   Args:
+    vocab: the model's vocabulary (a vocab.txt path or its tokens).
     squad: the windows and answer search (the model's preprocessor's
       `squad`, what training and `predict` used).
     precision, gate: see `write_serving`.
@@ -246,18 +263,20 @@ def export_span_labeler(model, path: str, vocab_file: str, lower_case: bool,
   from bert.serving.span_labeler import SpanServing  # pylint: disable=g-import-not-at-top
   buckets = _buckets(length_buckets, squad.seq_length)
   return write_serving(
-      lambda m: SpanServing(m, vocab_file, lower_case, squad, buckets),
+      lambda m: SpanServing(m, vocab, lower_case, squad, buckets),
       model, path, "span_labeler", precision, gate)
 
 
-def export_tagger(model, path: str, vocab_file: str, lower_case: bool,
+@renamed_keywords(vocab_file="vocab")
+def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
                   seq_length: int, labels: Sequence[str],
                   precision: str = "fp32",
                   length_buckets: Optional[Sequence[int]] = None,
                   gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
-  """Writes a serving SavedModel of a fine-tuned BertTokenClassifier."""
+  """Writes a serving SavedModel of a fine-tuned BertTokenClassifier;
+  `vocab`: the model's vocabulary (a vocab.txt path or its tokens)."""
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
-      lambda m: TaggerServing(m, vocab_file, lower_case, seq_length, labels,
+      lambda m: TaggerServing(m, vocab, lower_case, seq_length, labels,
                               buckets),
       model, path, "tagger", precision, gate)

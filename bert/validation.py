@@ -8,6 +8,7 @@ never later as a ZeroDivisionError or a tf.data trace. This module imports
 nothing heavy: the command-line tools use it before TensorFlow is loaded.
 """
 
+import functools
 import numbers
 import re
 from typing import Any, Iterable, Optional
@@ -140,3 +141,51 @@ def error_type(error: BaseException) -> type:
       "augment_exception_message_and_reraise"):
     kind = kind.__mro__[1]
   return kind
+
+
+class _NotGiven:
+  """The default of a config's former field name: not a literal, so gin
+  leaves it out of operative configs, and never a value a user gives."""
+
+  def __repr__(self):
+    return "<not given>"
+
+
+NOT_GIVEN = _NotGiven()
+
+
+def former_field(owner: str, new: str, value: Any, old: str, former: Any,
+                 default: Any = None):
+  """The value of field `new` of a config that also takes its former name
+  `old` (a `dataclasses.InitVar` defaulting to NOT_GIVEN, so that saved gin
+  configs binding the old name still read); a ConfigError if both are given
+  and differ."""
+  if former is NOT_GIVEN:
+    return value
+  if value != default and value != former:
+    raise ConfigError(f"{owner}.{old} is the former name of {owner}.{new}; "
+                      f"given both ({former!r} and {value!r}): give {new} "
+                      "only")
+  return former
+
+
+def renamed_keywords(still_read: bool = False, **renames):
+  """Decorates a function whose keyword arguments `old=new` were renamed: a
+  call with an old name is a TypeError naming the new one, or with
+  `still_read` (an argument users' code and docs pass) is passed on as the
+  new one (a TypeError when both are given)."""
+
+  def decorate(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+      for old, new in renames.items():
+        if old not in kwargs:
+          continue
+        if not still_read or new in kwargs:
+          raise TypeError(f"{fn.__name__}({old}=...): the argument is now "
+                          f"named {new}" + (f"; give {new} only"
+                                            if still_read else ""))
+        kwargs[new] = kwargs.pop(old)
+      return fn(*args, **kwargs)
+    return wrapper
+  return decorate

@@ -48,18 +48,20 @@ def main(argv):
   print(f"Read {FLAGS.input} ({ckpt.format}): {c.num_hidden_layers} layers, "
         f"hidden {c.hidden_size}, vocab {c.vocab_size}, "
         f"heads {'yes' if ckpt.has_heads else 'no'}, "
-        f"do_lower_case {ckpt.do_lower_case}")
+        f"lower_case {ckpt.lower_case}")
   if ckpt.ignored_variables:
     print(f"Ignored {len(ckpt.ignored_variables)} non-model variable(s): "
           f"{', '.join(ckpt.ignored_variables[:8])}"
           f"{' ...' if len(ckpt.ignored_variables) > 8 else ''}")
-  do_lower_case = ckpt.do_lower_case
+  # --do_lower_case: the flag of google-research's scripts (and the key the
+  # checkpoint files hold); the library's name is lower_case.
+  lower_case = ckpt.lower_case
   if FLAGS.do_lower_case is not None:
-    if do_lower_case is not None and do_lower_case != FLAGS.do_lower_case:
+    if lower_case is not None and lower_case != FLAGS.do_lower_case:
       raise app.UsageError(
           f"--do_lower_case={FLAGS.do_lower_case} contradicts the input, "
-          f"which says do_lower_case={do_lower_case}")
-    do_lower_case = FLAGS.do_lower_case
+          f"which says do_lower_case={lower_case}")
+    lower_case = FLAGS.do_lower_case
   if ckpt.masked_lm is not None and ckpt.next_sentence is None:
     # TF Hub's `mlm` sub-model: the formats written here store both BERT
     # heads or neither.
@@ -67,7 +69,7 @@ def main(argv):
           "output holds the encoder only")
     ckpt.masked_lm = None
   checkpoints.save(ckpt, FLAGS.output, format=FLAGS.to,
-                   do_lower_case=do_lower_case)
+                   lower_case=lower_case)
   print(f"Wrote {FLAGS.output} ({FLAGS.to})")
 
 

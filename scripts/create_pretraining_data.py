@@ -83,13 +83,15 @@ def main(argv):
   from bert.data.pretraining_data import PretrainingDataConfig  # pylint: disable=g-import-not-at-top
   from bert.data.pretraining_shards import create_pretraining_data, total  # pylint: disable=g-import-not-at-top
   output_files = _output_files()
+  # The flags are google-research create_pretraining_data.py's;
+  # --do_lower_case and --max_seq_length are lower_case and seq_length here.
   config = PretrainingDataConfig(
-      max_seq_length=FLAGS.max_seq_length,
+      seq_length=FLAGS.max_seq_length,
       max_predictions_per_seq=FLAGS.max_predictions_per_seq,
       masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
       dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
       do_whole_word_mask=FLAGS.do_whole_word_mask,
-      do_lower_case=FLAGS.do_lower_case,
+      lower_case=FLAGS.do_lower_case,
       block_sentences=FLAGS.block_sentences)
   summaries = create_pretraining_data(
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
@@ -97,7 +99,7 @@ def main(argv):
       overwrite=FLAGS.overwrite,
       output_files=output_files)
   s = total(summaries)
-  slots = s.instances * config.max_seq_length
+  slots = s.instances * config.seq_length
   print(f"documents {s.documents:,}, instances {s.instances:,}, tokens "
         f"{s.tokens:,} ({s.tokens / max(s.seconds, 1e-9):,.0f}/s in the "
         f"slowest shard), padding {s.padding / max(slots, 1):.1%}, masked "

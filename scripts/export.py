@@ -1,14 +1,16 @@
 """bert-export: write SavedModels for TF Hub and serving.
 
   bert-export --kind=encoder --checkpoint=CKPT --output=DIR
-  bert-export --kind=preprocessor --checkpoint=CKPT --output=DIR [--seq_length=128]
+  bert-export --kind=preprocessing --checkpoint=CKPT --output=DIR
+      [--seq_length=128]
   bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
       [--precision=fp32|bf16|int8] [--max_accuracy_drop=POINTS]
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
-has pre-training heads (any format the loader reads). preprocessor: raw
-strings -> encoder inputs, with `.tokenize` and `.bert_pack_inputs`; vocab and
-casing from the checkpoint (or --vocab_file/--do_lower_case). classifier,
+has pre-training heads (any format the loader reads). preprocessing (formerly
+preprocessor, still read): TF Hub's preprocessing interface, raw strings ->
+encoder inputs, with `.tokenize` and `.bert_pack_inputs`; vocab and casing
+from the checkpoint (or --vocab_file/--do_lower_case). classifier,
 span_labeler, tagger: a `bert-train` model_dir of a classification, SQuAD or
 NER run -> `serving_default` on raw strings (classifier: `text` [+ `text_b`]
 -> `probabilities`, `label`; span_labeler: `question`, `context` -> `answer`,
@@ -24,18 +26,20 @@ from absl import flags
 from bert.scripts import _cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("kind", None, ["encoder", "preprocessor", "classifier",
-                                 "span_labeler", "tagger"], "What to export.")
+flags.DEFINE_enum("kind", None, ["encoder", "preprocessing", "classifier",
+                                 "span_labeler", "tagger", "preprocessor"],
+                  "What to export (preprocessor: the former name of "
+                  "preprocessing).")
 flags.DEFINE_string("checkpoint", None, "Checkpoint folder (encoder, "
                     "preprocessor) or bert-train model_dir (classifier).")
 flags.DEFINE_string("output", None, "SavedModel folder to write.")
-flags.DEFINE_integer("seq_length", 128, "Preprocessor output length.",
+flags.DEFINE_integer("seq_length", 128, "Preprocessing output length.",
                      lower_bound=3)
-flags.DEFINE_integer("num_text_inputs", 1, "Preprocessor: 1 or 2 strings.",
+flags.DEFINE_integer("num_text_inputs", 1, "Preprocessing: 1 or 2 strings.",
                      lower_bound=1, upper_bound=2)
-flags.DEFINE_string("vocab_file", None, "Preprocessor vocab (default: the "
+flags.DEFINE_string("vocab_file", None, "Preprocessing vocab (default: the "
                     "checkpoint's).")
-flags.DEFINE_bool("do_lower_case", None, "Preprocessor casing (default: the "
+flags.DEFINE_bool("do_lower_case", None, "Preprocessing casing (default: the "
                   "checkpoint's).")
 flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
                   "classifier, span_labeler, tagger: the network's precision. "
@@ -52,15 +56,17 @@ flags.mark_flags_as_required(["kind", "output"])
 
 def main(argv):
   del argv
+  if FLAGS.kind == "preprocessor":
+    FLAGS.kind = "preprocessing"
   from bert import checkpoints, export  # pylint: disable=g-import-not-at-top
   from bert import io as _io  # pylint: disable=g-import-not-at-top
-  # Say, a preprocessor exported over the encoder it takes its vocab from.
+  # Say, preprocessing exported over the encoder it takes its vocab from.
   _io.check_not_an_input(FLAGS.output, {"--checkpoint": FLAGS.checkpoint,
                                         "--vocab_file": FLAGS.vocab_file})
-  if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessor"):
+  if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessing"):
     raise app.UsageError(f"--precision={FLAGS.precision} is for classifier, "
                          "span_labeler and tagger exports")
-  if FLAGS.kind != "preprocessor" and not FLAGS.checkpoint:
+  if FLAGS.kind != "preprocessing" and not FLAGS.checkpoint:
     raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
   if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
     from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
@@ -80,23 +86,25 @@ def main(argv):
             "this CPU has no bf16 dot products)")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
+    # --do_lower_case: Model Garden export_tfhub.py's flag (and TF Hub's
+    # asset); the library's name is lower_case.
     export.export_encoder(ckpt.encoder, FLAGS.output, masked_lm=ckpt.masked_lm,
                           vocab_file=FLAGS.vocab_file or ckpt.vocab_file,
-                          do_lower_case=(ckpt.do_lower_case
-                                         if FLAGS.do_lower_case is None
-                                         else FLAGS.do_lower_case))
+                          lower_case=(ckpt.lower_case
+                                      if FLAGS.do_lower_case is None
+                                      else FLAGS.do_lower_case))
   else:
     vocab, lower = FLAGS.vocab_file, FLAGS.do_lower_case
     if FLAGS.checkpoint and (vocab is None or lower is None):
       ckpt = checkpoints.load(FLAGS.checkpoint)
       vocab = vocab or ckpt.vocab_file
-      lower = ckpt.do_lower_case if lower is None else lower
+      lower = ckpt.lower_case if lower is None else lower
     if vocab is None or lower is None:
-      raise app.UsageError("preprocessor needs a vocab and casing: give "
+      raise app.UsageError("preprocessing needs a vocab and casing: give "
                            "--checkpoint or --vocab_file and --do_lower_case")
-    export.export_preprocessor(vocab, FLAGS.output, lower_case=lower,
-                               seq_length=FLAGS.seq_length,
-                               num_text_inputs=FLAGS.num_text_inputs)
+    export.export_preprocessing_model(vocab, FLAGS.output, lower_case=lower,
+                                      seq_length=FLAGS.seq_length,
+                                      num_text_inputs=FLAGS.num_text_inputs)
   print(f"wrote {FLAGS.kind} SavedModel to {FLAGS.output}")
 
 

@@ -44,7 +44,10 @@ def main(argv):
       "--init_checkpoint": FLAGS.init_checkpoint})
   _io.check_output_file(FLAGS.output_file)
   ckpt = checkpoints.load(FLAGS.init_checkpoint)
-  lower = FLAGS.do_lower_case if FLAGS.do_lower_case is not None else ckpt.do_lower_case
+  # --do_lower_case and --max_seq_length: google-research extract_features.py's
+  # flags; the library's names are lower_case and seq_length.
+  lower = (FLAGS.do_lower_case if FLAGS.do_lower_case is not None
+           else ckpt.lower_case)
   if ckpt.vocab_file is None or lower is None:
     raise app.UsageError("the checkpoint lacks vocab.txt or its casing; "
                          "give --do_lower_case")

@@ -83,9 +83,9 @@ def main(argv):
         f"{encoder.count_params():,} parameters")
 
   print(f"[2/4] Tokenizing {len(FLAGS.sentences)} sentences with {vocab_file}")
-  preprocessor = bert.networks.make_preprocessor(
+  preprocessing = bert.networks.make_preprocessing_model(
       vocab_file, lower_case=lower_case, seq_length=FLAGS.seq_length)
-  inputs = preprocessor(tf.constant(FLAGS.sentences))
+  inputs = preprocessing(tf.constant(FLAGS.sentences))
   tokenizer = bert.layers.BertTokenizer(vocab_file, lower_case=lower_case)
   for sentence, ids in zip(FLAGS.sentences,
                            tokenizer(tf.constant(FLAGS.sentences)).to_list()):

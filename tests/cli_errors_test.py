@@ -40,7 +40,7 @@ def files(tmp_path_factory):
                       num_attention_heads=2, intermediate_size=64,
                       max_position_embeddings=128)
   f["ckpt"] = checkpoints.save(BertEncoder(config), f"{root}/ckpt", format="hf",
-                               vocab_file=f["vocab"], do_lower_case=True)
+                               vocab_file=f["vocab"], lower_case=True)
 
   def variant(name, edit):
     path = f"{root}/{name}"
@@ -220,7 +220,7 @@ CASES = [
                                       "--checkpoint={ckpt_truncated}",
                                       "--output={out}"], ["model.safetensors"]),
     Case("export_preprocessor_blank_vocab", [
-        "bert-export", "--kind=preprocessor", "--checkpoint={ckpt_blank_vocab}",
+        "bert-export", "--kind=preprocessing", "--checkpoint={ckpt_blank_vocab}",
         "--output={out}"], ["vocab.txt:9"]),
     # bert-extract-features
     Case("features_layers_not_numbers", [

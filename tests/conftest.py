@@ -180,7 +180,7 @@ def pretraining_records(tmp_path_factory):
   """Glob of small real pre-training TFRecords (written once per session)."""
   from bert import data as pd  # pylint: disable=g-import-not-at-top
   folder = str(tmp_path_factory.mktemp("pretraining_records"))
-  config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=PRETRAIN_SEQ,
+  config = pd.PretrainingDataConfig(dupe_factor=3, seq_length=PRETRAIN_SEQ,
                                     max_predictions_per_seq=PRETRAIN_PRED)
   pd.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
                              vocab(), config,

@@ -15,7 +15,7 @@ import tf_keras
 from bert import BertEncoder, export
 from bert.data import classification_data as cd
 from bert.models import BertClassifier, build_pretraining_heads
-from bert.networks.bert_preprocessor import make_preprocessor
+from bert.networks import make_preprocessing_model
 from conftest import random_inputs, shared_data, small_config, vocab
 
 
@@ -65,7 +65,7 @@ def test_hub_keras_layer_fine_tunes_with_the_exported_preprocessor(tmp_path):
   export.export_encoder(BertEncoder(small_config(vocab_size=30522,
                                                  max_position_embeddings=64)),
                         encoder_path)
-  export.export_preprocessor(vocab(), pre_path, seq_length=64, num_text_inputs=2)
+  export.export_preprocessing_model(vocab(), pre_path, seq_length=64, num_text_inputs=2)
   examples = cd.read_glue("mrpc", shared_data("glue", "MRPC", "train.tsv"))[:16]
   preprocessor = hub.KerasLayer(pre_path)
   a = tf_keras.Input(shape=(), dtype=tf.string)
@@ -98,7 +98,7 @@ def test_classifier_serving_on_raw_strings(tmp_path):
       print(json.dumps(dict(p=out["probabilities"].numpy().tolist(),
                             label=[s.decode() for s in out["label"].numpy()])))
   """)
-  inputs = make_preprocessor(vocab(), seq_length=32, num_text_inputs=2)(
+  inputs = make_preprocessing_model(vocab(), seq_length=32, num_text_inputs=2)(
       [tf.constant(a), tf.constant(b)])
   probabilities = tf.nn.softmax(model(inputs, training=False)["logits"]).numpy()
   assert np.abs(np.array(got["p"]) - probabilities).max() <= 1e-5
@@ -126,7 +126,7 @@ def _trained_classifier_run(tmp_path):
 build_task.task_class = @ClassificationTask
 EncoderSource.bert_config = "{config}"
 EncoderSource.vocab_file = "{vocab()}"
-EncoderSource.do_lower_case = True
+EncoderSource.lower_case = True
 ClassificationData.train_file = "{data}"
 ClassificationData.eval_file = "{data}"
 ClassificationData.text_a_column = "text"

@@ -133,7 +133,7 @@ def tiny(tmp_path_factory):
   tf1 = checkpoints.save(encoder, str(root / release), format="tf1",
                          vocab_file=str(vocab))
   hf = checkpoints.save(encoder, str(root / "hf"), format="hf",
-                        vocab_file=str(vocab), do_lower_case=True)
+                        vocab_file=str(vocab), lower_case=True)
 
   def zipped(folder, prefix, skip=()):
     buf = io.BytesIO()
@@ -163,11 +163,11 @@ def same_weights(ckpt, tiny):
 
 
 def zip_preset(server, tiny, name="tiny_google", data=None, sha256=None,
-               size=None, do_lower_case=True, path="/release/uncased_L-2_H-32_A-2.zip"):
+               size=None, lower_case=True, path="/release/uncased_L-2_H-32_A-2.zip"):
   data = tiny["google_zip"] if data is None else data
   server.files[path] = data
   return pretrained.Preset(
-      name=name, description="test", do_lower_case=do_lower_case,
+      name=name, description="test", lower_case=lower_case,
       archive=pretrained.RemoteFile(server.url + path, sha256=sha256, size=size))
 
 
@@ -190,7 +190,7 @@ def test_first_call_downloads_then_cache_is_used_offline(
   # The release folder name is kept (the loader infers casing from it).
   assert folder == os.path.join(str(cache), "tiny_google", tiny["release"])
   ckpt = checkpoints.load(folder)
-  assert ckpt.format == "tf1" and ckpt.do_lower_case is True
+  assert ckpt.format == "tf1" and ckpt.lower_case is True
   assert same_weights(ckpt, tiny)
   assert len(server.requests) == 1
   with open(os.path.join(cache, "tiny_google", pretrained.MANIFEST)) as f:
@@ -219,7 +219,7 @@ def test_hf_files_served_one_by_one(server, cache, presets, tiny, capsys):
   files.append(pretrained.RemoteFile(f"{server.url}/repo/resolve/abc/extra.json",
                                      optional=True))
   presets(pretrained.Preset(name="tiny_hf", description="test", files=files,
-                            do_lower_case=False))
+                            lower_case=False))
   folder = pretrained.resolve("tiny_hf", progress=False)
   assert capsys.readouterr().err == ""                      # progress=False
   assert sorted(os.listdir(folder)) == sorted(
@@ -227,7 +227,7 @@ def test_hf_files_served_one_by_one(server, cache, presets, tiny, capsys):
   ckpt = checkpoints.load(folder)
   # The preset's casing (written to bert_checkpoint.json) wins over the
   # served tokenizer_config.json, which says True.
-  assert ckpt.format == "hf" and ckpt.do_lower_case is False
+  assert ckpt.format == "hf" and ckpt.lower_case is False
   assert same_weights(ckpt, tiny)
   assert len(server.requests) == 5
   assert pretrained.resolve("tiny_hf") == folder and len(server.requests) == 5
@@ -303,12 +303,12 @@ def test_trust_on_first_use(server, cache, presets, tiny):
   cached file and a changed re-download are both refused."""
   path = "/compact/tiny_L-2_H-32.zip"
   presets(zip_preset(server, tiny, name="tofu", data=tiny["flat_zip"], path=path,
-                     do_lower_case=False))
+                     lower_case=False))
   folder = pretrained.resolve("tofu", progress=False)
   assert folder == os.path.join(str(cache), "tofu", "tiny_L-2_H-32")  # flat zip
   ckpt = checkpoints.load(folder)
   # Neither the folder name nor the zip says the casing: the preset does.
-  assert ckpt.do_lower_case is False and same_weights(ckpt, tiny)
+  assert ckpt.lower_case is False and same_weights(ckpt, tiny)
   with open(os.path.join(cache, pretrained.KNOWN_CHECKSUMS)) as f:
     assert json.load(f) == {server.url + path: sha(tiny["flat_zip"])}
   assert pretrained.resolve("tofu") == folder                   # verified, same
@@ -460,9 +460,9 @@ def test_release_table():
         assert (shape.num_hidden_layers, shape.hidden_size,
                 shape.num_attention_heads) == (layers, hidden, heads), name
       release = p.archive.filename.lower()
-      if p.do_lower_case is not None:
+      if p.lower_case is not None:
         assert ("uncased" in release or "multilingual_" in release) == \
-            p.do_lower_case, name
+            p.lower_case, name
     for f in p.files:
       assert hf.fullmatch(f.url), f.url
     if p.files:

@@ -24,7 +24,7 @@ from conftest import small_config, vocab
 
 VOCAB = vocab()
 ENCODER = EncoderSource(bert_config=small_config(vocab_size=30522),
-                        vocab_file=VOCAB, do_lower_case=True)
+                        vocab_file=VOCAB, lower_case=True)
 FINETUNING = dict(encoder=ENCODER, inputs=FinetuningInputs(seq_length=32))
 MRPC = dict(FINETUNING, data=ClassificationData(glue_task="mrpc"))
 SQUAD = dict(encoder=dataclasses.replace(ENCODER, bert_config=small_config(
@@ -66,7 +66,7 @@ CASES = [
     (OptimizerConfig, {}, "epsilon", 0.0),
     (OptimizerConfig, {}, "clip_norm", -1.0),
     (OptimizerConfig, {}, "optimizer", "sgd"),
-    (PretrainingDataConfig, {}, "max_seq_length", 4),
+    (PretrainingDataConfig, {}, "seq_length", 4),
     (PretrainingDataConfig, {}, "max_predictions_per_seq", 0),
     (PretrainingDataConfig, {}, "masked_lm_prob", 0.0),
     (PretrainingDataConfig, {}, "short_seq_prob", 1.5),
@@ -76,7 +76,7 @@ CASES = [
     (EncoderSource, {}, "init_checkpoint", 3),
     (EncoderSource, {}, "bert_config", 3),
     (EncoderSource, {}, "vocab_file", ["vocab.txt"]),
-    (EncoderSource, {}, "do_lower_case", "yes"),
+    (EncoderSource, {}, "lower_case", "yes"),
     (FinetuningInputs, {}, "seq_length", 0),
     (FinetuningInputs, {}, "seq_length", 2),      # no room between [CLS], [SEP]
     (FinetuningInputs, {}, "global_batch_size", 0),
@@ -175,8 +175,8 @@ TASK_CASES = [
      dataclasses.replace(ENCODER, vocab_file=None),
      ["TokenClassificationTask", "no vocab", "EncoderSource.vocab_file"]),
     (TokenClassificationTask, FINETUNING, "encoder",
-     dataclasses.replace(ENCODER, do_lower_case=None),
-     ["TokenClassificationTask", "EncoderSource.do_lower_case"]),
+     dataclasses.replace(ENCODER, lower_case=None),
+     ["TokenClassificationTask", "EncoderSource.lower_case"]),
     (QuestionAnsweringTask, SQUAD, "data", SquadData(max_query_length=126),
      ["QuestionAnsweringTask", "SquadData.max_query_length=126",
       "seq_length=128"]),

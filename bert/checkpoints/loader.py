@@ -49,6 +49,7 @@ from bert.checkpoints.reader import TF2_PREFIX as _TF2_PREFIX
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
 from bert.untrusted import first_line
+from bert.validation import renamed_keywords
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.networks.pretraining_heads import build_pretraining_heads
@@ -70,7 +71,7 @@ class BertCheckpoint:
   config: BertConfig
   encoder: BertEncoder
   vocab_file: Optional[str] = None
-  do_lower_case: Optional[bool] = None
+  lower_case: Optional[bool] = None
   masked_lm: Optional[MaskedLMHead] = None
   next_sentence: Optional[ClassificationHead] = None
   format: Optional[str] = None
@@ -82,9 +83,10 @@ class BertCheckpoint:
 
 
 # -------------------------------------------------------------------- load
+@renamed_keywords(still_read=True, preprocessor="preprocessing")
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None,
-         preprocessor: Optional[str] = None) -> BertCheckpoint:
+         preprocessing: Optional[str] = None) -> BertCheckpoint:
   """Loads a BERT checkpoint folder of any supported format, or a preset.
 
   Args:
@@ -92,8 +94,9 @@ def load(path: str, *, with_heads: bool = False,
       downloaded once into the cache, or an installed package's weights).
     with_heads: also load the pre-training heads when the checkpoint has them.
     format: one of FORMATS; None detects it.
-    preprocessor: for a TF Hub encoder SavedModel, the matching
-      `bert_*_preprocess` SavedModel to take the vocab and casing from.
+    preprocessing: for a TF Hub encoder SavedModel, the matching TF Hub
+      preprocessing SavedModel (`bert_*_preprocess`) to take the vocab and
+      casing from (`preprocessor=`, its former name, still reads).
 
   Raises:
     CheckpointError: missing folder/config, unknown format, unreadable file.
@@ -106,13 +109,13 @@ def load(path: str, *, with_heads: bool = False,
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:
     raise CheckpointError(f"format must be one of {FORMATS}, got {fmt!r}")
-  if preprocessor is not None and fmt != "tfhub":
-    raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
-                          f"this is a {fmt} checkpoint")
+  if preprocessing is not None and fmt != "tfhub":
+    raise CheckpointError(f"{folder}: preprocessing= is for TF Hub "
+                          f"SavedModels; this is a {fmt} checkpoint")
   if fmt == "run":
     return _load_run(folder, with_heads)
-  config, arrays, vocab_file, do_lower_case, source = read_folder(
-      folder, fmt, preprocessor)
+  config, arrays, vocab_file, lower_case, source = read_folder(
+      folder, fmt, preprocessing)
   if vocab_file is not None:
     _check_vocab(vocab_file, config)
   has_heads = arrays is not None and any(
@@ -124,7 +127,7 @@ def load(path: str, *, with_heads: bool = False,
                         source)
   encoder = BertEncoder(config)
   result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          do_lower_case=do_lower_case, format=fmt)
+                          lower_case=lower_case, format=fmt)
   if fmt == "tf2":
     _load_tf2(folder, result, with_heads)
     return result
@@ -186,9 +189,10 @@ def _load_run(folder, with_heads):
 
 
 # -------------------------------------------------------------------- save
+@renamed_keywords(do_lower_case="lower_case")
 def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
          format: str = "tf2", *, vocab_file: Optional[str] = None,
-         do_lower_case: Optional[bool] = None) -> str:
+         lower_case: Optional[bool] = None) -> str:
   """Writes `obj` as a checkpoint folder at `path`; returns `path`.
 
   Formats: "tf2" (ours), "tf1" (google-research names, loadable by its
@@ -227,18 +231,19 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         "heads differ from BERT's (a next-sentence head with its own pooler), "
         "so the masked-LM and next-sentence heads are not written")
   vocab_file = vocab_file or obj.vocab_file
-  do_lower_case = obj.do_lower_case if do_lower_case is None else do_lower_case
+  lower_case = obj.lower_case if lower_case is None else lower_case
   if vocab_file is not None:
     _check_vocab(vocab_file, obj.config)
   with _atomic_folder(path) as tmp:
     # Our metadata goes into every format; the other ecosystems' readers
-    # ignore the extra file, and it keeps do_lower_case where they have no
-    # place for it (TF1).
+    # ignore the extra file, and it keeps the casing where they have no
+    # place for it (TF1). The files' key is do_lower_case, as in
+    # transformers' tokenizer_config.json and TF Hub's asset.
     _write_json(os.path.join(tmp, METADATA_FILE), dict(
         format="bert-tf2" if format == "tf2" else format, version=1,
         checkpoint=_TF2_PREFIX,
         has_heads=obj.masked_lm is not None and format != "model_garden",
-        do_lower_case=do_lower_case))
+        do_lower_case=lower_case))
     if format == "tf2":
       tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
       obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
@@ -258,9 +263,9 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         if obj.masked_lm is not None:
           hf_config["architectures"] = ["BertForPreTraining"]
         _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
-        if do_lower_case is not None:
+        if lower_case is not None:
           _write_json(os.path.join(tmp, "tokenizer_config.json"), dict(
-              do_lower_case=do_lower_case, tokenizer_class="BertTokenizer"))
+              do_lower_case=lower_case, tokenizer_class="BertTokenizer"))
     if vocab_file is not None:
       shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return path

@@ -96,45 +96,46 @@ def _shapes(prefix):
     return tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
 
 
-def read_folder(folder, fmt, preprocessor):
-  """(config, {TF1 name: array} (None for "tf2"), vocab file, do_lower_case,
+def read_folder(folder, fmt, preprocessing):
+  """(config, {TF1 name: array} (None for "tf2"), vocab file, lower_case,
   source file) of a checkpoint folder of format `fmt`."""
   if fmt == "tfhub":
-    arrays, do_lower_case, heads, config = tfhub.read(folder)
+    arrays, lower_case, heads, config = tfhub.read(folder)
     # Only this library's exports (which carry their config) may lack a vocab.
     vocab_required = config is None
     if config is None:
       config = tfhub.infer_config(
           arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
-    vocab_file, preprocessor_lower_case = tfhub.assets(
-        folder, preprocessor, required=vocab_required)
-    if (do_lower_case is not None and preprocessor_lower_case is not None
-        and do_lower_case != preprocessor_lower_case):
+    vocab_file, preprocessing_lower_case = tfhub.assets(
+        folder, preprocessing, required=vocab_required)
+    if (lower_case is not None and preprocessing_lower_case is not None
+        and lower_case != preprocessing_lower_case):
       raise CheckpointError(
-          f"{preprocessor}: its casing (do_lower_case={preprocessor_lower_case}) "
-          f"contradicts the encoder's (do_lower_case={do_lower_case})")
-    if do_lower_case is None:
-      do_lower_case = preprocessor_lower_case
-    return (config, arrays, vocab_file, do_lower_case,
+          f"{preprocessing}: its casing (do_lower_case="
+          f"{preprocessing_lower_case}) contradicts the encoder's "
+          f"(do_lower_case={lower_case})")
+    if lower_case is None:
+      lower_case = preprocessing_lower_case
+    return (config, arrays, vocab_file, lower_case,
             os.path.join(folder, tfhub.VARIABLES))
   if fmt == "keras_hub":
-    vocab_file, do_lower_case = keras_hub.tokenizer(folder)
+    vocab_file, lower_case = keras_hub.tokenizer(folder)
     return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
-            do_lower_case, os.path.join(folder, keras_hub.WEIGHTS))
+            lower_case, os.path.join(folder, keras_hub.WEIGHTS))
   config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
   vocab_file = os.path.join(folder, VOCAB_FILE)
   if not present(vocab_file):
     vocab_file = None
-  do_lower_case = _do_lower_case(folder, fmt)
+  lower_case = _lower_case(folder, fmt)
   if fmt == "tf2":
-    return config, None, vocab_file, do_lower_case, folder
+    return config, None, vocab_file, lower_case, folder
   if fmt == "hf":
-    return (config, hf.read_tf1_arrays(folder), vocab_file, do_lower_case,
+    return (config, hf.read_tf1_arrays(folder), vocab_file, lower_case,
             os.path.join(folder, hf.SAFETENSORS))
   prefix = tf1.find_prefix(folder)
   arrays = (model_garden.read(prefix) if fmt == "model_garden"
             else tf1.read_arrays(prefix))
-  return config, arrays, vocab_file, do_lower_case, prefix
+  return config, arrays, vocab_file, lower_case, prefix
 
 
 def _config_file(folder, fmt) -> Optional[str]:
@@ -180,7 +181,7 @@ def check_vocab(vocab_file, config):
     raise CheckpointError(str(e)) from None
 
 
-def _do_lower_case(folder, fmt) -> Optional[bool]:
+def _lower_case(folder, fmt) -> Optional[bool]:
   """From the checkpoint's metadata where known, else None."""
   value = metadata(folder).get("do_lower_case")
   tokenizer_config = os.path.join(folder, "tokenizer_config.json")

@@ -104,7 +104,7 @@ def _tf1_name(full_name: str) -> Optional[str]:
 
 def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
                                Optional[int], Optional[BertConfig]]:
-  """({TF1 name: array}, do_lower_case, attention heads, config) from an
+  """({TF1 name: array}, lower_case, attention heads, config) from an
   encoder SavedModel (the heads from the [hidden, heads, head_size] query
   kernel). The config is None unless the SavedModel carries its own
   (`bert-export` writes `assets/bert_config.json`).
@@ -121,13 +121,13 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
       raise ValueError("no object graph")
     names = {a.checkpoint_key: a.full_name for node in graph.nodes
              for a in node.attributes if a.name == "VARIABLE_VALUE"}
-    do_lower_case = heads = None
+    lower_case = heads = None
     values: Dict[str, np.ndarray] = {}
     for key in keys:
       if key == object_graph.GRAPH_KEY:
         continue
       if key == DO_LOWER_CASE_KEY:
-        do_lower_case = _flag(reader.get_tensor(key), prefix)
+        lower_case = _flag(reader.get_tensor(key), prefix)
         continue
       full_name = names.get(key, key)
       if _RNG_STATE.search(full_name):
@@ -136,7 +136,7 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   own_config = os.path.join(folder, "assets", OWN_CONFIG)
   if os.path.exists(own_config):
     config = BertConfig.from_json_file(own_config)
-    return (_from_own_names(values, config, prefix), do_lower_case,
+    return (_from_own_names(values, config, prefix), lower_case,
             config.num_attention_heads, config)
   out: Dict[str, np.ndarray] = {}
   for full_name, value in values.items():
@@ -150,7 +150,7 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
       if name == "bert/encoder/layer_0/attention/self/query/kernel" and value.ndim == 3:
         heads = value.shape[1]
       out[name] = model_garden.flatten(name, value)
-  return out, do_lower_case, heads, None
+  return out, lower_case, heads, None
 
 
 def _flag(value, source) -> bool:
@@ -189,27 +189,27 @@ def _from_own_names(values: Dict[str, np.ndarray], config: BertConfig,
   return mapping.to_tf1(encoder, masked_lm)
 
 
-def assets(folder: str, preprocessor: Optional[str] = None,
+def assets(folder: str, preprocessing: Optional[str] = None,
            required: bool = True):
-  """(vocab file, do_lower_case or None) from the SavedModel's assets, or
-  from a preprocessor SavedModel (`bert_*_preprocess`), whose casing is its
+  """(vocab file, lower_case or None) from the SavedModel's assets, or
+  from a preprocessing SavedModel (`bert_*_preprocess`), whose casing is its
   graph: lower-casing models fold case (`CaseFoldUTF8`). Without
   `required`, a SavedModel with no vocab gives (None, None)."""
-  source = preprocessor or folder
+  source = preprocessing or folder
   asset_dir = os.path.join(source, "assets")
   texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
                              else []) if f.endswith(".txt"))
-  if not texts and not required and not preprocessor:
+  if not texts and not required and not preprocessing:
     return None, None
   if len(texts) != 1:
     raise CheckpointError(
         f"{asset_dir}: expected one vocab .txt asset, found "
-        f"{', '.join(texts) or 'none'}" + ("" if preprocessor else
-        " (give the matching bert_*_preprocess SavedModel as preprocessor)"))
-  do_lower_case = None
-  if preprocessor:
-    do_lower_case = "CaseFoldUTF8" in graph_ops(preprocessor)
-  return os.path.join(asset_dir, texts[0]), do_lower_case
+        f"{', '.join(texts) or 'none'}" + ("" if preprocessing else
+        " (give the matching bert_*_preprocess SavedModel as preprocessing)"))
+  lower_case = None
+  if preprocessing:
+    lower_case = "CaseFoldUTF8" in graph_ops(preprocessing)
+  return os.path.join(asset_dir, texts[0]), lower_case
 
 
 def graph_ops(folder: str):

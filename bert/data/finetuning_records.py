@@ -10,7 +10,7 @@ round-robin: row i of a split of S shards is record i // S of shard i % S.
 Reading a split's shards interleaved one record at a time gives its rows back
 in order, and reading shards j, j + L, j + 2L, ... gives rows j, j + L, ...:
 lane j of L (when L divides S), which is what one input pipeline of a
-distributed run reads. So the streams of `bert.tasks.finetuning_inputs` are
+distributed run reads. So the streams of `bert.tasks.encoded_inputs` are
 the same rows in the same order from TFRecords as from memory.
 
 Each record is a tf.train.Example with every feature of the row flattened:
@@ -167,12 +167,13 @@ def _fingerprints(folder: str, names: Sequence[str]) -> Dict[str, dict]:
 
 
 def write_manifest(folder: str, splits: Mapping[str, dict], *, task: str,
-                   vocab_file: str, do_lower_case: bool, seq_length: int,
+                   vocab_file: str, lower_case: bool, seq_length: int,
                    extra: Optional[dict] = None) -> None:
+  # The file's key is do_lower_case, as in the checkpoint files' metadata.
   manifest = dict(kind=KIND, version=VERSION, task=task,
                   vocab_file=os.path.abspath(vocab_file),
                   vocab_sha256=record_integrity.file_sha256(vocab_file),
-                  do_lower_case=bool(do_lower_case), seq_length=int(seq_length),
+                  do_lower_case=bool(lower_case), seq_length=int(seq_length),
                   splits=dict(splits), **(extra or {}))
   path = os.path.join(folder, MANIFEST)
   with open(path + ".tmp", "w", encoding="utf-8") as f:
@@ -201,7 +202,7 @@ class FinetuningRecords:
     m = read_manifest(folder, full_check_bytes)
     self.task, self.seq_length = m["task"], int(m["seq_length"])
     self.vocab_file, self.vocab_sha256 = m["vocab_file"], m["vocab_sha256"]
-    self.do_lower_case = bool(m["do_lower_case"])
+    self.lower_case = bool(m["do_lower_case"])
     self.manifest = m
     self._path = os.path.join(folder, MANIFEST)
 
@@ -224,7 +225,7 @@ class FinetuningRecords:
     s = self._split(split)
     return [k for k in s["features"] if k not in s.get("side", ())]
 
-  def check(self, owner: str, task: str, vocab_file: str, do_lower_case: bool,
+  def check(self, owner: str, task: str, vocab_file: str, lower_case: bool,
             seq_length: int) -> None:
     """Refuses records encoded otherwise than `owner` would encode them."""
     where = self._path
@@ -234,9 +235,9 @@ class FinetuningRecords:
     if record_integrity.file_sha256(vocab_file) != self.vocab_sha256:
       raise DataError(f"{where}: encoded with the vocab {self.vocab_file}, "
                       f"which differs from {owner}'s {vocab_file}")
-    if bool(do_lower_case) != self.do_lower_case:
-      raise DataError(f"{where}: encoded with do_lower_case="
-                      f"{self.do_lower_case}, {owner} has {do_lower_case}")
+    if bool(lower_case) != self.lower_case:
+      raise DataError(f"{where}: encoded with lower_case="
+                      f"{self.lower_case}, {owner} has {lower_case}")
     if int(seq_length) != self.seq_length:
       raise DataError(f"{where}: encoded at seq_length={self.seq_length}, "
                       f"{owner} has FinetuningInputs.seq_length={seq_length}")

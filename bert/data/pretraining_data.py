@@ -3,7 +3,7 @@
 The algorithm is google-research `create_pretraining_data.py`, run on token
 ids instead of strings (documents are lists of sentences, each a list of ids;
 `pretraining_shards` reads and tokenizes the text):
-  - sentences are packed into chunks up to a target length (max_seq_length -
+  - sentences are packed into chunks up to a target length (seq_length -
     3, or with probability `short_seq_prob` a random shorter one); a chunk
     splits at a random sentence into A and B; B is the actual continuation,
     or with probability 0.5 (always, for a one-sentence chunk) text from a
@@ -27,17 +27,23 @@ from bert.data.vocab import Vocab
 from bert.validation import check_bool, check_float, check_int
 
 
+# The reference script's flag names of the fields the library names
+# otherwise; manifest.json records the config under the flags' names.
+FLAG_NAMES = {"seq_length": "max_seq_length", "lower_case": "do_lower_case"}
+
+
 @dataclasses.dataclass
 class PretrainingDataConfig:
-  """The reference script's knobs, with its defaults."""
-  max_seq_length: int = 128
+  """The reference script's knobs, with its defaults (its flags' names, but
+  for the library's names in FLAG_NAMES)."""
+  seq_length: int = 128
   max_predictions_per_seq: int = 20
   masked_lm_prob: float = 0.15
   short_seq_prob: float = 0.1
   dupe_factor: int = 10
   random_seed: int = 12345
   do_whole_word_mask: bool = False
-  do_lower_case: bool = True
+  lower_case: bool = True
   # Instances are written through a shuffle buffer of this many records
   # (about 1 KB each at seq 128): bounded memory, whatever the corpus size.
   # Readers shuffle again (`PretrainingInputs.shuffle_buffer`, also 10,000).
@@ -51,18 +57,23 @@ class PretrainingDataConfig:
   def __post_init__(self):
     owner = "PretrainingDataConfig"
     # [CLS] A [SEP] B [SEP] with at least one token in each of A and B.
-    check_int(owner, "max_seq_length", self.max_seq_length, minimum=5)
+    check_int(owner, "seq_length", self.seq_length, minimum=5)
     check_int(owner, "max_predictions_per_seq", self.max_predictions_per_seq,
-              minimum=1, maximum=self.max_seq_length)
+              minimum=1, maximum=self.seq_length)
     check_float(owner, "masked_lm_prob", self.masked_lm_prob, 0, 1,
                 min_open=True)
     check_float(owner, "short_seq_prob", self.short_seq_prob, 0, 1)
     check_int(owner, "dupe_factor", self.dupe_factor, minimum=1)
     check_int(owner, "random_seed", self.random_seed)
     check_bool(owner, "do_whole_word_mask", self.do_whole_word_mask)
-    check_bool(owner, "do_lower_case", self.do_lower_case)
+    check_bool(owner, "lower_case", self.lower_case)
     check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
     check_int(owner, "block_sentences", self.block_sentences, minimum=1)
+
+  def as_flags(self) -> dict:
+    """The fields under the reference script's flag names."""
+    return {FLAG_NAMES.get(k, k): v
+            for k, v in dataclasses.asdict(self).items()}
 
 
 @dataclasses.dataclass
@@ -112,7 +123,7 @@ def mask_batch(tokens, lengths, config: PretrainingDataConfig, vocab: Vocab,
   a random vocab id (10%).
 
   Args:
-    tokens: int32 [n, max_seq_length], padded with 0; modified in place.
+    tokens: int32 [n, seq_length], padded with 0; modified in place.
     lengths: int [n] real lengths.
   Returns:
     positions, labels: int32 [n, max_predictions_per_seq] (0-padded), and
@@ -175,7 +186,7 @@ def create_instances_from_document(documents, document_index,
   """The reference's instance construction for one document (masking is
   applied afterwards, to many instances at once, by `mask_batch`)."""
   document = documents[document_index]
-  max_num_tokens = config.max_seq_length - 3
+  max_num_tokens = config.seq_length - 3
   target_seq_length = max_num_tokens
   if rng.random() < config.short_seq_prob:
     target_seq_length = rng.randint(2, max_num_tokens)

@@ -11,7 +11,6 @@ manifest written before it still loads, its files' record counts compared
 with `instances` when a CRC pass is within the full-check budget.
 """
 
-import dataclasses
 import json
 import os
 from typing import Optional, Sequence
@@ -28,7 +27,7 @@ def write_manifest(output_dir, names, summaries, config) -> None:
   manifest = dict(files=names,
                   instances={n: s.instances for n, s in zip(names, summaries)},
                   shards={n: s.file for n, s in zip(names, summaries)},
-                  config=dataclasses.asdict(config))
+                  config=config.as_flags())
   path = os.path.join(output_dir, MANIFEST)
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(manifest, f, indent=1)

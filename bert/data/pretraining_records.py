@@ -94,7 +94,7 @@ def encode_instances(instances: Sequence[Instance], config: PretrainingDataConfi
                      vocab: Vocab, rng: np.random.Generator):
   """Masks a batch of instances and serialises them; returns (records,
   lengths, prediction counts): n bytes, int [n], int [n]."""
-  n, width = len(instances), config.max_seq_length
+  n, width = len(instances), config.seq_length
   lengths = np.array([len(x.tokens) for x in instances])          # [n]
   mask = (np.arange(width)[np.newaxis, :] < lengths[:, np.newaxis])  # [n, seq]
   tokens = np.zeros((n, width), np.int32)                          # [n, seq]
@@ -115,10 +115,10 @@ def encode_instances(instances: Sequence[Instance], config: PretrainingDataConfi
   return records, lengths, count
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int):
+def feature_spec(seq_length: int, max_predictions_per_seq: int):
   """The reference's parsing spec (run_pretraining.input_fn_builder)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  widths = [max_seq_length] * 3 + [max_predictions_per_seq] * 3 + [1]
+  widths = [seq_length] * 3 + [max_predictions_per_seq] * 3 + [1]
   return {name: tf.io.FixedLenFeature(
       [width], tf.float32 if name == "masked_lm_weights" else tf.int64)
           for name, width in zip(RECORD_FEATURES, widths)}

@@ -147,7 +147,7 @@ def create_shard(files: Sequence[str], shard: int, num_shards: int,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
-  tokenizer = Tokenizer(vocab_file, lower_case=config.do_lower_case)
+  tokenizer = Tokenizer(vocab_file, lower_case=config.lower_case)
   vocab = Vocab(tokenizer.vocab, vocab_file)
   # Same seed per (random_seed, shard): independent of process scheduling.
   rng = random.Random(config.random_seed * 1_000_003 + shard)
@@ -160,7 +160,7 @@ def create_shard(files: Sequence[str], shard: int, num_shards: int,
     records, lengths, count = encode_instances(pending, config, vocab, np_rng)
     summary.instances += len(records)
     summary.tokens += int(lengths.sum())
-    summary.padding += int((config.max_seq_length - lengths).sum())
+    summary.padding += int((config.seq_length - lengths).sum())
     summary.masked += int(count.sum())
     summary.random_next += sum(x.is_random_next for x in pending)
     for bucket, number in zip(*np.unique((lengths - 1) // 16 * 16 + 16,

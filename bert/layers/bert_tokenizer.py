@@ -131,12 +131,12 @@ class BertTokenizer(tf_keras.layers.Layer):
   @classmethod
   def from_checkpoint(cls, checkpoint, lower_case=None, **kwargs):
     """The tokenizer of a loaded checkpoint (`bert.checkpoints.load`): its
-    vocab.txt, and its `do_lower_case` unless `lower_case` is given."""
+    vocab.txt, and its casing unless `lower_case` is given."""
     if checkpoint.vocab_file is None:
       raise ValueError("the checkpoint has no vocab.txt; build BertTokenizer "
                        "with an explicit vocab_file")
     if lower_case is None:
-      lower_case = checkpoint.do_lower_case
+      lower_case = checkpoint.lower_case
     if lower_case is None:
       raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
                        "say whether it is cased; pass lower_case=True/False")
@@ -152,7 +152,8 @@ class BertTokenizer(tf_keras.layers.Layer):
     return len(self._vocab)
 
   def get_special_tokens_dict(self) -> Dict[str, int]:
-    """Ids of the special tokens, with the names TF Hub preprocessors use."""
+    """Ids of the special tokens, named as in TF Hub's preprocessing
+    models."""
     ids = dict(
         padding_id=self._vocab.index("[PAD]"),
         start_of_sequence_id=self._vocab.index("[CLS]"),

@@ -1,9 +1,9 @@
 """Builds a BertTokenizer and the BertPackInputs that packs with its ids.
 
-Every path from raw strings to encoder inputs (the TF Hub-style preprocessor,
-the serving exports, offline `bert.data.Tokenizer.encode`) builds the pair
-here, so the packer's [CLS]/[SEP]/[PAD] ids always come from the tokenizer's
-own vocabulary.
+Every path from raw strings to encoder inputs (the TF Hub-style preprocessing
+model, the serving exports, offline `bert.data.Tokenizer.encode`) builds the
+pair here, so the packer's [CLS]/[SEP]/[PAD] ids always come from the
+tokenizer's own vocabulary.
 """
 
 import os

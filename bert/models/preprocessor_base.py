@@ -54,10 +54,10 @@ class BertPreprocessor(tf_keras.layers.Layer):
     if checkpoint.vocab_file is None:
       raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
                        "can be built; pass a folder with its vocab.txt")
-    if checkpoint.do_lower_case is None and "lower_case" not in kwargs:
+    if checkpoint.lower_case is None and "lower_case" not in kwargs:
       raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
                        "say whether it is cased; pass lower_case=True/False")
-    kwargs.setdefault("lower_case", checkpoint.do_lower_case)
+    kwargs.setdefault("lower_case", checkpoint.lower_case)
     preprocessor = cls(read_vocab(checkpoint.vocab_file), **kwargs)
     if preprocessor.seq_length > checkpoint.config.max_position_embeddings:
       raise ValueError(f"seq_length={preprocessor.seq_length} exceeds the "

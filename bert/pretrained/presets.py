@@ -66,7 +66,7 @@ class Preset:
     name: the preset name.
     description: one line for humans.
     files / archive / package: the source, see above.
-    do_lower_case: the tokenizer casing the publisher states; written to the
+    lower_case: the tokenizer casing the publisher states; written to the
       folder's bert_checkpoint.json, where `bert.checkpoints.load` reads it.
     shape: the `BertConfig.preset` name of the same shape, if any.
     source: provenance and license note.
@@ -76,7 +76,7 @@ class Preset:
   files: Tuple[RemoteFile, ...] = ()
   archive: Optional[RemoteFile] = None
   package: Optional[str] = None
-  do_lower_case: Optional[bool] = None
+  lower_case: Optional[bool] = None
   shape: Optional[str] = None
   source: str = ""
 

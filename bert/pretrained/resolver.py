@@ -103,10 +103,10 @@ def _ensure(preset: presets.Preset, cache: str, progress: bool) -> str:
     else:
       rel, first_seen = ".", _fetch_files(preset, tmp, known, progress)
     folder = os.path.join(tmp, rel)
-    if preset.do_lower_case is not None and not os.path.exists(
+    if preset.lower_case is not None and not os.path.exists(
         os.path.join(folder, METADATA_FILE)):
       cache_lib.write_json(os.path.join(folder, METADATA_FILE), dict(
-          version=1, do_lower_case=preset.do_lower_case, preset=preset.name,
+          version=1, do_lower_case=preset.lower_case, preset=preset.name,
           source=[f.url for f in preset.remote_files]))
     os.remove(os.path.join(tmp, cache_lib.OWNER))
     manifest = dict(preset=preset.name, version=1, path=rel,

@@ -40,7 +40,7 @@ from bert.models.distiller import Distiller
 from bert.tasks.base import Task
 from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
                                 ScheduleConfig, SquadData, or_default)
-from bert.tasks.finetuning_inputs import EncodedInputs
+from bert.tasks.encoded_inputs import EncodedInputs
 from bert.tasks import trained_run
 from bert.tasks import transfer_text
 from bert.tasks.question_answering import QuestionAnsweringTask
@@ -168,7 +168,7 @@ class DistillationTask(Task):
   def _student_encoder(self) -> EncoderSource:
     spec, teacher = self.student_spec, self.teacher_task
     same_vocab = dict(vocab_file=teacher.vocab_file,
-                      do_lower_case=teacher.tokenizer.lower_case)
+                      lower_case=teacher.tokenizer.lower_case)
     if spec.startswith(TEACHER_LAYERS):
       self.taken = parse_teacher_layers(spec, teacher.config.num_hidden_layers)
       config = dataclasses.replace(teacher.config,
@@ -185,10 +185,10 @@ class DistillationTask(Task):
     # whose name does not say) reads the teacher's pieces with the teacher's
     # casing; one that records it keeps it, and `check_same_vocab` refuses
     # a mismatch.
-    lower_case = checkpoints.load(spec).do_lower_case
+    lower_case = checkpoints.load(spec).lower_case
     if lower_case is None:
       lower_case = teacher.tokenizer.lower_case
-    return EncoderSource(init_checkpoint=spec, do_lower_case=lower_case)
+    return EncoderSource(init_checkpoint=spec, lower_case=lower_case)
 
   def trained_model(self, model):
     return self.student_task, model.student

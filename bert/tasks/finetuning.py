@@ -1,6 +1,6 @@
 """The model-facing half of every fine-tuning task: the encoder it starts
 from, its tokenizer, and the task interface over `EncodedInputs` (the input
-pipeline, `bert.tasks.finetuning_inputs`).
+pipeline, `bert.tasks.encoded_inputs`).
 """
 
 from typing import Dict, List, Optional, Sequence
@@ -14,7 +14,7 @@ from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
 from bert.tasks.configs import (DataFiles, EncoderSource, FinetuningInputs,
                                 HeadConfig, ScheduleConfig, or_default)
-from bert.tasks.finetuning_inputs import EncodedInputs
+from bert.tasks.encoded_inputs import EncodedInputs
 from bert.validation import ConfigError
 
 
@@ -74,21 +74,21 @@ class FinetuningTask(Task):
     if encoder.vocab_file is None:
       raise ConfigError(f"{name}: no vocab (the checkpoint has no vocab.txt; "
                         "set EncoderSource.vocab_file)")
-    if encoder.do_lower_case is None:
+    if encoder.lower_case is None:
       raise ConfigError(f"{name}: casing of {encoder.vocab_file} unknown; set "
-                        "EncoderSource.do_lower_case")
+                        "EncoderSource.lower_case")
     if self.seq_length > self.config.max_position_embeddings:
       raise ConfigError(f"{name}: FinetuningInputs.seq_length={self.seq_length}"
                         " exceeds max_position_embeddings="
                         f"{self.config.max_position_embeddings}")
-    self.vocab_file, self.do_lower_case = encoder.vocab_file, encoder.do_lower_case
+    self.vocab_file, self.lower_case = encoder.vocab_file, encoder.lower_case
     self.tokenizer = Tokenizer(encoder.vocab_file,
-                               lower_case=encoder.do_lower_case)
+                               lower_case=encoder.lower_case)
     records = None
     if self.inputs.records is not None:
       records = FinetuningRecords(self.inputs.records)
       records.check(name, self.records_task_name(), encoder.vocab_file,
-                    encoder.do_lower_case, self.seq_length)
+                    encoder.lower_case, self.seq_length)
     self.pipeline = EncodedInputs(self.encode, self.inputs, self.seq_length,
                                   self.length_buckets, self.pack_pad_values,
                                   name, self.config.hidden_size,

@@ -59,7 +59,7 @@ class PretrainingTask(Task):
     self.config = encoder.config
     self.initial_checkpoint = encoder.checkpoint
     # None where neither EncoderSource nor its checkpoint names them.
-    self.vocab_file, self.do_lower_case = encoder.vocab_file, encoder.do_lower_case
+    self.vocab_file, self.lower_case = encoder.vocab_file, encoder.lower_case
     if inputs.seq_length > self.config.max_position_embeddings:
       raise ConfigError(f"{owner}: PretrainingInputs.seq_length="
                         f"{inputs.seq_length} exceeds max_position_embeddings="

@@ -42,7 +42,8 @@ class QuestionAnsweringTask(FinetuningTask):
       not, the article split and the windowing (doc_stride, max_query_length).
     answers: an `AnswerConfig` (the answer search of evaluation and predict).
     encoder, inputs, head, schedule: see `FinetuningTask`
-      (`FinetuningInputs.seq_length` is max_seq_length, default 384).
+      (`FinetuningInputs.seq_length`, the reference's max_seq_length: default
+      384).
 
   `self.squad`, the one `SquadConfig` made of these, is what encoding,
   answers, the Keras preprocessor and the serving export use.

@@ -120,7 +120,7 @@ def create_finetuning_records(task: FinetuningTask, output_dir: str,
           f"{time.perf_counter() - start:.1f} s")
     fr.write_manifest(tmp, entries, task=task.records_task_name(),
                       vocab_file=task.vocab_file,
-                      do_lower_case=task.tokenizer.lower_case,
+                      lower_case=task.tokenizer.lower_case,
                       seq_length=task.seq_length,
                       extra=dict(sources={s: task.source_file(s)
                                           for s in splits}))

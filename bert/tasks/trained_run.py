@@ -123,7 +123,7 @@ def run_checkpoint(folder: str, with_heads: bool = False):
                           "BertEncoder")
   result = checkpoints.BertCheckpoint(config=encoder.config, encoder=encoder,
                           vocab_file=task.vocab_file,
-                          do_lower_case=task.do_lower_case, format="run")
+                          lower_case=task.lower_case, format="run")
   heads = [getattr(model, name, None) for name in ("masked_lm", "next_sentence")]
   if with_heads and all(h is not None for h in heads):
     result.masked_lm, result.next_sentence = heads

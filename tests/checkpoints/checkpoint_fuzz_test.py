@@ -96,7 +96,7 @@ def _make(fmt, root):
   else:
     write_as = "hf" if fmt == "hf_sharded" else fmt
     checkpoints.save(_pretrainer_checkpoint(), folder, write_as,
-                     vocab_file=_write_vocab(root), do_lower_case=True)
+                     vocab_file=_write_vocab(root), lower_case=True)
     if fmt == "hf_sharded":
       shard_safetensors(folder)
   return folder

@@ -90,9 +90,9 @@ def test_ours_tf2_ours_with_heads(tmp_path):
   src = with_heads(config, seed=1)
   inputs = random_inputs(2, 7)
   checkpoints.save(src, str(tmp_path / "tf2"), format="tf2",
-                   do_lower_case=False)
+                   lower_case=False)
   loaded = checkpoints.load(str(tmp_path / "tf2"), with_heads=True)
-  assert loaded.format == "tf2" and loaded.do_lower_case is False
+  assert loaded.format == "tf2" and loaded.lower_case is False
   assert_same(outputs(src, inputs), outputs(loaded, inputs), tol=0.0)
   assert checkpoints.load(str(tmp_path / "tf2")).masked_lm is None
 
@@ -117,7 +117,7 @@ def test_tf1_written_by_tf1_saver_loads(tmp_path):
       saver.save(session, str(folder / "bert_model.ckpt"), write_meta_graph=True)
   config.to_json_file(str(folder / "bert_config.json"))
   loaded = checkpoints.load(str(folder), with_heads=True)
-  assert loaded.do_lower_case is True            # from the folder name
+  assert loaded.lower_case is True            # from the folder name
   assert set(loaded.ignored_variables) == {
       "global_step", "bert/embeddings/word_embeddings/adam_m"}
   inputs = random_inputs(2, 8)
@@ -139,7 +139,7 @@ def test_hf_ours_hf_loaded_by_transformers(tmp_path):
   assert max_abs_diff(a.pooler_output, b.pooler_output) <= 1e-5
   with open(tmp_path / "hf" / "config.json") as f:
     assert json.load(f)["hidden_act"] == "gelu"      # exact GELU kept
-  assert checkpoints.load(str(tmp_path / "hf")).do_lower_case is True
+  assert checkpoints.load(str(tmp_path / "hf")).lower_case is True
 
 
 def test_hf_pretraining_heads_round_trip(tmp_path):
@@ -181,7 +181,7 @@ def test_hf_tf1_ours(tmp_path):
   hf_loaded = checkpoints.load(minilm_dir())
   checkpoints.save(hf_loaded, str(tmp_path / "tf1"), format="tf1")
   loaded = checkpoints.load(str(tmp_path / "tf1"))
-  assert loaded.config == hf_loaded.config and loaded.do_lower_case is True
+  assert loaded.config == hf_loaded.config and loaded.lower_case is True
   inputs = random_inputs(2, 10, vocab_size=30522)
   assert_same(outputs(hf_loaded, inputs), outputs(loaded, inputs), tol=0.0)
 
@@ -278,7 +278,7 @@ def test_ours_to_model_garden_restored_by_tfm(tmp_path, embedding_size, caplog):
   inputs = random_inputs(2, 11)
   expected = outputs(src, inputs)
   checkpoints.save(src, str(tmp_path / "mg"), format="model_garden",
-                   do_lower_case=True)
+                   lower_case=True)
   assert "heads are not written" in caplog.text
   theirs = tfm_encoder(config)
   status = tf.train.Checkpoint(encoder=theirs).read(
@@ -289,7 +289,7 @@ def test_ours_to_model_garden_restored_by_tfm(tmp_path, embedding_size, caplog):
   assert max_abs_diff(got["sequence_output"], expected["sequence_output"]) <= 1e-5
   assert max_abs_diff(got["pooled_output"], expected["pooled_output"]) <= 1e-5
   back = checkpoints.load(str(tmp_path / "mg"))
-  assert back.format == "model_garden" and back.do_lower_case is True
+  assert back.format == "model_garden" and back.lower_case is True
   assert not back.has_heads
   assert back.ignored_variables == ["_CHECKPOINTABLE_OBJECT_GRAPH"]
   assert_same({k: expected[k] for k in ("sequence_output", "pooled_output")},
@@ -452,7 +452,7 @@ def test_cli_converts_minilm_to_each_format_and_back(tmp_path):
     else:
       checkpoints.save(checkpoints.load(src), dst, format=fmt)
     loaded = checkpoints.load(dst)
-    assert loaded.format == fmt and loaded.do_lower_case is True
+    assert loaded.format == fmt and loaded.lower_case is True
     assert_same(expected, outputs(loaded, inputs), tol=0.0)
     src = dst
   contradiction = run_cli(f"--input={src}", f"--output={tmp_path / 'y'}",

@@ -54,7 +54,7 @@ def hf_outputs(model, inputs):
 
 def test_minilm_metadata(minilm):
   assert minilm.format == "hf"
-  assert minilm.do_lower_case is True
+  assert minilm.lower_case is True
   assert os.path.basename(minilm.vocab_file) == "vocab.txt"
   assert minilm.config.hidden_act == "gelu_exact"
   assert minilm.ignored_variables == []

@@ -41,7 +41,7 @@ def test_tfhub_encoder_matches_the_saved_model(tmp_path, name):
           c.intermediate_size, c.max_position_embeddings, c.type_vocab_size) == (
               38, 16, 2, 2, 32, 32, 2)
   assert c.hidden_act == "gelu"       # Model Garden's "gelu": the tanh form
-  assert ours.do_lower_case is True
+  assert ours.lower_case is True
   assert ours.vocab_file == os.path.join(folder, "assets", "vocab.txt")
   assert ours.ignored_variables == []
   # The reference: the SavedModel itself, called as TF Hub users call it.
@@ -76,14 +76,14 @@ def test_tfhub_vocab_and_casing_from_a_preprocessor(tmp_path):
   shutil.rmtree(os.path.join(folder, "assets"))
   with pytest.raises(CheckpointError) as e:
     checkpoints.load(folder)
-  one_line(e, os.path.join(folder, "assets"), "preprocessor")
-  ours = checkpoints.load(folder, preprocessor=preprocess)
+  one_line(e, os.path.join(folder, "assets"), "preprocessing")
+  ours = checkpoints.load(folder, preprocessing=preprocess)
   assert ours.vocab_file == os.path.join(preprocess, "assets", "vocab.txt")
-  assert ours.do_lower_case is True    # the encoder's variable and the graph agree
+  assert ours.lower_case is True    # the encoder's variable and the graph agree
   with pytest.raises(CheckpointError) as e:
     checkpoints.load(unpack_fixture("keras_hub_preset", tmp_path),
-                     preprocessor=preprocess)
-  one_line(e, "preprocessor= is for TF Hub SavedModels")
+                     preprocessing=preprocess)
+  one_line(e, "preprocessing= is for TF Hub SavedModels")
 
 
 def test_keras_hub_preset_matches_keras_hub(tmp_path):
@@ -91,7 +91,7 @@ def test_keras_hub_preset_matches_keras_hub(tmp_path):
   assert checkpoints.detect_format(folder) == "keras_hub"
   ours = checkpoints.load(folder)
   assert ours.config.hidden_act == "gelu" and ours.config.num_attention_heads == 2
-  assert ours.do_lower_case is True
+  assert ours.lower_case is True
   assert ours.vocab_file == os.path.join(folder, "assets", "tokenizer", "vocabulary.txt")
   assert ours.ignored_variables == []
   # The reference: keras_hub's own outputs, computed in its Keras 3 venv.
@@ -170,7 +170,7 @@ def test_convert_cli_reads_both(tmp_path):
     else:
       checkpoints.save(checkpoints.load(src), out, format="model_garden")
     back = checkpoints.load(out)
-    assert back.format == "model_garden" and back.do_lower_case is True
+    assert back.format == "model_garden" and back.lower_case is True
     original = checkpoints.load(src)
     np.testing.assert_array_equal(
         back.encoder(INPUTS)["sequence_output"],
@@ -199,10 +199,10 @@ def test_our_encoder_export_reads_back(tmp_path):
     with open(vocab, "wb") as f:
       f.write(member.read())
   export_encoder(encoder, str(tmp_path / "export"), masked_lm=masked_lm,
-                 vocab_file=vocab, do_lower_case=False)
+                 vocab_file=vocab, lower_case=False)
   back = checkpoints.load(str(tmp_path / "export"), with_heads=True)
   assert back.format == "tfhub" and back.config == config
-  assert back.do_lower_case is False
+  assert back.lower_case is False
   assert os.path.basename(back.vocab_file) == "vocab.txt"
   positions = np.array([[1, 8], [2, 1]], np.int32)
   want, got = encoder(INPUTS), back.encoder(INPUTS)

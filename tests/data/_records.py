@@ -10,7 +10,7 @@ from conftest import shared_data, small_config, vocab
 
 TRAIN = "train-00000-of-00001.tfrecord"
 EVAL = "eval-00000-of-00001.tfrecord"
-PRETRAIN_CONFIG = PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
+PRETRAIN_CONFIG = PretrainingDataConfig(seq_length=64, dupe_factor=1)
 
 
 def sst2_task(records=None):
@@ -26,7 +26,7 @@ def sst2_task(records=None):
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=32),
           vocab_file=vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=4,
                               records=records))
 

@@ -19,7 +19,7 @@ SEQ, PRED = 128, 20
 def static_batches(tmp_path_factory):
   """All instances of WikiText-2 test, statically masked, as 4 big batches."""
   folder = str(tmp_path_factory.mktemp("wiki_records"))
-  config = pd.PretrainingDataConfig(dupe_factor=1, max_seq_length=SEQ,
+  config = pd.PretrainingDataConfig(dupe_factor=1, seq_length=SEQ,
                                     max_predictions_per_seq=PRED, random_seed=9)
   ps.create_pretraining_data(
       shared_data("corpus", "wikitext-2", "wiki.test.sentences.txt"), folder,

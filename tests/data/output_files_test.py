@@ -347,7 +347,7 @@ def checkpoint(tmp_path_factory):
   (root / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
   return checkpoints.save(
       BertEncoder(small_config(vocab_size=len(VOCAB))), str(root / "ckpt"),
-      format="hf", vocab_file=str(root / "vocab.txt"), do_lower_case=True)
+      format="hf", vocab_file=str(root / "vocab.txt"), lower_case=True)
 
 
 def assert_one_line(proc, *fragments):
@@ -423,7 +423,7 @@ def test_export_and_convert_never_replace_their_input(checkpoint, tmp_path):
   encoder = checkpoints.load(checkpoint).encoder
   export.export_encoder(encoder, str(tmp_path / "encoder"),
                         vocab_file=os.path.join(checkpoint, "vocab.txt"),
-                        do_lower_case=True)
+                        lower_case=True)
   before = listing(tmp_path / "encoder")
   proc = run_command(["bert-export", "--kind=preprocessor",
                       f"--checkpoint={tmp_path / 'encoder'}",

@@ -120,7 +120,7 @@ def test_records_overwrite_keeps_user_files(tmp_path):
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522),
           vocab_file=vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=4))
   folder = str(tmp_path / "records")
   quiet = dict(log=lambda *_: None, overwrite=True)

@@ -19,7 +19,7 @@ def vocab_file():
 
 
 def read_records(folder, config):
-  spec = pr.feature_spec(config.max_seq_length, config.max_predictions_per_seq)
+  spec = pr.feature_spec(config.seq_length, config.max_predictions_per_seq)
   files = sorted(glob.glob(os.path.join(folder, "*.tfrecord")))
   ds = tf.data.TFRecordDataset(files).map(
       lambda x: tf.io.parse_single_example(x, spec)).batch(4096)
@@ -70,7 +70,7 @@ def test_records_are_well_formed(wiki_records):
   records, _, config = wiki_records
   ids, mask, seg = records["input_ids"], records["input_mask"], records["segment_ids"]
   lengths = mask.sum(1)
-  assert (lengths <= config.max_seq_length).all()
+  assert (lengths <= config.seq_length).all()
   assert (ids[:, 0] == 101).all()                      # [CLS]
   rows = np.arange(len(ids))
   assert (ids[rows, lengths - 1] == 102).all()          # final [SEP]
@@ -218,7 +218,7 @@ def test_a_folder_of_an_earlier_run_is_refused_and_readers_check_the_manifest(
   TFRecord its folder's manifest does not list."""
   from bert.data.pretraining_dataset import list_files  # pylint: disable=g-import-not-at-top
   text = shared_data("corpus", "sample_text.txt")
-  config = pd.PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
+  config = pd.PretrainingDataConfig(seq_length=64, dupe_factor=1)
   folder = str(tmp_path / "data")
   quiet = lambda *_: None
   ps.create_pretraining_data(text, folder, vocab_file, config, num_shards=4,

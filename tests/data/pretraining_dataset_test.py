@@ -18,7 +18,7 @@ from conftest import shared_data, vocab
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
   folder = str(tmp_path_factory.mktemp("records"))
-  config = pd.PretrainingDataConfig(dupe_factor=3, max_seq_length=64,
+  config = pd.PretrainingDataConfig(dupe_factor=3, seq_length=64,
                                     max_predictions_per_seq=10)
   ps.create_pretraining_data(shared_data("corpus", "sample_text.txt"), folder,
                              vocab(), config,

@@ -30,7 +30,7 @@ def make():
   """make(output_dir, shards=2, **kw): a small run (a second or so)."""
   vocab_file = vocab()
   text = shared_data("corpus", "sample_text.txt")
-  config = pd.PretrainingDataConfig(max_seq_length=64, dupe_factor=1)
+  config = pd.PretrainingDataConfig(seq_length=64, dupe_factor=1)
 
   def run(output_dir, shards=2, **kw):
     return ps.create_pretraining_data(text, output_dir and str(output_dir),

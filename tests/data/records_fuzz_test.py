@@ -57,7 +57,7 @@ def read_pretraining(folder):
   pattern = os.path.join(folder, "*.tfrecord")
   files = list_files(pattern)
   try:
-    for _ in pretraining_dataset(pattern, PRETRAIN_CONFIG.max_seq_length,
+    for _ in pretraining_dataset(pattern, PRETRAIN_CONFIG.seq_length,
                                  PRETRAIN_CONFIG.max_predictions_per_seq, 64,
                                  is_training=False):
       pass

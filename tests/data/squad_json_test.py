@@ -49,7 +49,7 @@ def qa_task(train_file, eval_file):
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522),
           vocab_file=vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=2))
 
 

@@ -15,7 +15,7 @@ from bert.data import Tokenizer
 from bert.layers import BertPackInputs, BertTokenizer
 from bert.layers import _text_normalization as norm
 from bert.layers.bert_pack_inputs import truncation_lengths
-from bert.networks import make_preprocessor
+from bert.networks import make_preprocessing_model
 from bert.testing import shared_texts
 from conftest import minilm_dir, shared_data, vocab
 import harness
@@ -220,7 +220,7 @@ def test_harness_pack_inputs():
   # Ragged [batch, (tokens)] and [batch, (words), (pieces)] segments.
   segments = [tf.ragged.constant([[5, 6, 7], [8]], tf.int32),
               tf.ragged.constant([[[5, 6], [7]], [[9]]], tf.int32)]
-  # Built from a special-tokens dict, as make_preprocessor builds it; the
+  # Built from a special-tokens dict, as make_preprocessing_model builds it; the
   # config holds the ids it names instead (padding_id=3 shows they survive).
   out = harness.run_layer_test(
       BertPackInputs,
@@ -253,7 +253,7 @@ def test_preprocessor_savedmodel_in_fresh_process(vocab_file, tmp_path):
   """The preprocessor network (and so the tokenizer and packer in it) as a
   SavedModel served by plain TensorFlow in a fresh process; and its config
   round trip (harness), sharing the costly build."""
-  model = make_preprocessor(vocab_file, seq_length=24, num_text_inputs=2)
+  model = make_preprocessing_model(vocab_file, seq_length=24, num_text_inputs=2)
   a = ["The cat sat on the mat.", "Straße ½ … 中文", ""]
   b = ["It was happy.", "Zweite", "only b"]
   expected = model([tf.constant(a), tf.constant(b)])
@@ -300,7 +300,7 @@ def test_casing_comes_from_the_checkpoint(tmp_path):
   ckpt = checkpoints.load(minilm_dir())
   assert BertTokenizer.from_checkpoint(ckpt).lower_case is True
   assert BertTokenizer.from_checkpoint(ckpt, lower_case=False).lower_case is False
-  ckpt.do_lower_case = None
+  ckpt.lower_case = None
   with pytest.raises(ValueError, match="pass lower_case"):
     BertTokenizer.from_checkpoint(ckpt)
 

@@ -32,7 +32,7 @@ def _tiny_checkpoint(folder):
                       num_hidden_layers=1, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)
   return checkpoints.save(BertEncoder(config), f"{folder}/ckpt",
-                          vocab_file=f"{folder}/vocab.txt", do_lower_case=True)
+                          vocab_file=f"{folder}/vocab.txt", lower_case=True)
 
 
 def _build(kind, ckpt):

@@ -339,7 +339,7 @@ def test_a_model_with_its_preprocessor_round_trips_through_a_keras_file(
   from bert import checkpoints  # pylint: disable=g-import-not-at-top
   ckpt = checkpoints.save(BertEncoder(config), str(tmp_path / "ckpt"),
                           vocab_file=str(tmp_path / "vocab.txt"),
-                          do_lower_case=True)
+                          lower_case=True)
   m = BertClassifier.from_pretrained(ckpt, seq_length=8, labels=["x", "y"])
   m.preprocessor.text_pairs = False
   path = str(tmp_path / "m.keras")

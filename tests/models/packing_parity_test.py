@@ -118,7 +118,7 @@ def test_packed_classifier_logits_loss_and_gradients_equal_unpacked():
           bert_config=small_config(vocab_size=30522, hidden_dropout_prob=0.0,
                                    attention_probs_dropout_prob=0.0),
           vocab_file=vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=FinetuningInputs(seq_length=SEQ), head=HeadConfig(dropout_rate=0.0))
   model = task.build_model()
   assert isinstance(model, BertClassifier)

@@ -38,7 +38,7 @@ def small_encoder():
   """A small random encoder (positions for seq_length 32) with MiniLM's vocab."""
   return EncoderSource(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-      vocab_file=vocab(), do_lower_case=True)
+      vocab_file=vocab(), lower_case=True)
 
 
 # The batching of `make_task`; a variant: dataclasses.replace(INPUTS, ...).
@@ -119,7 +119,7 @@ def encoder_source(**config_overrides):
   return EncoderSource(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=SEQ,
                                **config_overrides),
-      vocab_file=vocab(), do_lower_case=True)
+      vocab_file=vocab(), lower_case=True)
 
 
 # The batching of `ner_task`; a variant: dataclasses.replace(NER_INPUTS, ...).

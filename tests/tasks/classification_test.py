@@ -70,7 +70,7 @@ def test_bad_settings_are_named(tmp_path):
     ClassificationData(train_file="t.tsv")
   with pytest.raises(ValueError, match=r"^ClassificationData: give labels"):
     ClassificationTask(encoder=EncoderSource(bert_config=small_config(),
-                                             vocab_file="v", do_lower_case=True))
+                                             vocab_file="v", lower_case=True))
   with pytest.raises(ValueError, match="unknown GLUE task"):
     ClassificationTask(data=ClassificationData(glue_task="squad"),
                        encoder=EncoderSource(bert_config=small_config()))
@@ -80,7 +80,7 @@ def test_bad_settings_are_named(tmp_path):
                        encoder=EncoderSource(
                            bert_config=small_config(),
                            vocab_file=vocab(),
-                           do_lower_case=True),
+                           lower_case=True),
                        inputs=FinetuningInputs(seq_length=32))
 
 

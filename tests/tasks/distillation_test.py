@@ -188,7 +188,7 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   other.write_text("\n".join(tokens), encoding="utf-8")
   config = small_config(vocab_size=30522, max_position_embeddings=128)
   student = checkpoints.save(BertEncoder(config), str(tmp_path / "student"),
-                             vocab_file=str(other), do_lower_case=True)
+                             vocab_file=str(other), lower_case=True)
   with pytest.raises(ConfigError) as e:
     DistillationTask(teacher=teacher_dir, student=student, inputs=INPUTS)
   message = str(e.value).splitlines()[0]   # (gin adds a line naming the call)
@@ -196,7 +196,7 @@ def test_vocab_mismatch_names_both_files(tmp_path, teacher_dir):
   assert _tasks.vocab() in message and "line 1001" in message
   # The same checkpoint with the teacher's vocab is a student.
   good = checkpoints.save(BertEncoder(config), str(tmp_path / "good"),
-                          vocab_file=_tasks.vocab(), do_lower_case=True)
+                          vocab_file=_tasks.vocab(), lower_case=True)
   task = DistillationTask(teacher=teacher_dir, student=good, inputs=INPUTS)
   assert task.initial_checkpoint is not None and task.taken is None
   with pytest.raises(ConfigError, match=r"blocks of the teacher's 0\.\.2"):
@@ -273,8 +273,8 @@ def test_one_set_of_pair_checks_for_both_paths():
       ((["[PAD]", "x", "b"], True, "s"), r"^O: the student's vocab \(s\) is "
        r"not the teacher's \(t\): line 2 is 'x' against 'a'; student and"),
       ((vocab[:2], True, "s"), r"2 tokens against 3"),
-      ((vocab, False, "s"), r"^O: the student's casing \(do_lower_case=False, "
-       r"s\) is not the teacher's \(do_lower_case=True, t\)$")):
+      ((vocab, False, "s"), r"^O: the student's casing \(lower_case=False, "
+       r"s\) is not the teacher's \(lower_case=True, t\)$")):
     with pytest.raises(ConfigError, match=message):
       distillation.check_same_vocab("O", student, (vocab, True, "t"))
 
@@ -423,7 +423,7 @@ def test_keras_fit_with_a_teacher(tmp_path):
   # The checks `DistillationTask` makes: one vocabulary, a teacher of the
   # student's class.
   with pytest.raises(ConfigError, match=r"fit: the student's casing "
-                     r"\(do_lower_case=True, this model's preprocessor\)"):
+                     r"\(lower_case=True, this model's preprocessor\)"):
     student.fit(texts, labels, teacher=_classifier(1, seed=3, lower_case=False))
   with pytest.raises(ConfigError, match=r"fit: the teacher must be a "
                      r"BertClassifier like the student"):

@@ -34,7 +34,7 @@ def mrpc_task(inputs=INPUTS, vocab_file=None, **data):
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=128),
           vocab_file=vocab_file or vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=inputs)
 
 
@@ -249,7 +249,7 @@ def squad_task(path, records=None):
           bert_config=small_config(vocab_size=30522,
                                    max_position_embeddings=128),
           vocab_file=vocab(),
-          do_lower_case=True),
+          lower_case=True),
       inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
                               eval_batch_size=32, seed=1, records=records,
                               length_buckets=(64, 128)))
@@ -323,7 +323,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
             bert_config=small_config(vocab_size=30522,
                                      max_position_embeddings=64),
             vocab_file=vocab(),
-            do_lower_case=True),
+            lower_case=True),
         inputs=FinetuningInputs(seq_length=64, global_batch_size=8,
                                 eval_batch_size=32, seed=2, records=records,
                                 length_buckets=(32, 64)))
@@ -357,7 +357,7 @@ def test_ner_from_records_trains_and_tags_as_in_memory(tmp_path):
 def memory_encoder():
   return EncoderSource(
       bert_config=small_config(vocab_size=30522, max_position_embeddings=64),
-      vocab_file=vocab(), do_lower_case=True)
+      vocab_file=vocab(), lower_case=True)
 
 
 def test_multiple_choice_records_hold_the_in_memory_rows(tmp_path):

@@ -93,7 +93,7 @@ def test_multiple_choice_learns_and_predicts(tmp_path):
           predict_file=write_csv(tmp_path / "test.csv", rows(12))),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-          vocab_file=vocab(), do_lower_case=True),
+          vocab_file=vocab(), lower_case=True),
       inputs=FinetuningInputs(seq_length=24, global_batch_size=8),
       schedule=ScheduleConfig(num_train_epochs=4))
   _, results = run_experiment(task, str(tmp_path / "model"), "train_and_eval",

@@ -139,7 +139,7 @@ def test_tasks_without_packed_rows_refuse_pack(tmp_path):
                  encoder=EncoderSource(
                      bert_config=small_config(vocab_size=30522,
                                               max_position_embeddings=64),
-                     vocab_file=vocab(), do_lower_case=True))
+                     vocab_file=vocab(), lower_case=True))
   MultipleChoiceTask(inputs=FinetuningInputs(seq_length=64), **configs)  # control
   with pytest.raises(ValueError, match=r"^MultipleChoiceTask: "
                      r"FinetuningInputs\.pack=True, but this task does not "

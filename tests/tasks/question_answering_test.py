@@ -150,7 +150,7 @@ def test_task_trains_evaluates_and_writes_predictions(tmp_path):
                      doc_stride=64, max_query_length=32),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=128),
-          vocab_file=vocab(), do_lower_case=True),
+          vocab_file=vocab(), lower_case=True),
       inputs=FinetuningInputs(seq_length=128, global_batch_size=8,
                               eval_batch_size=64, seed=1))
   held_out = task.examples("eval")

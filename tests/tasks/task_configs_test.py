@@ -55,7 +55,7 @@ def test_a_task_takes_only_its_concern_types():
 
 def test_cross_concern_checks_are_the_tasks():
   encoder = tc.EncoderSource(bert_config=small_config(vocab_size=30522),
-                             vocab_file=vocab(), do_lower_case=True)
+                             vocab_file=vocab(), lower_case=True)
   data = tc.ClassificationData(glue_task="mrpc")
   ok = ClassificationTask(data=data, encoder=encoder,
                           inputs=tc.FinetuningInputs(seq_length=32))
@@ -75,7 +75,7 @@ def test_encoder_source_needs_a_config_and_bert_config_replaces_the_checkpoints(
                      "EncoderSource.init_checkpoint or EncoderSource.bert_config"):
     PretrainingTask(encoder=tc.EncoderSource())
   encoder = tc.EncoderSource(init_checkpoint=minilm_dir()).load("T")
-  assert encoder.config.hidden_size == 384 and encoder.do_lower_case is True
+  assert encoder.config.hidden_size == 384 and encoder.lower_case is True
   assert encoder.vocab_file == vocab()
   dropout = dataclasses.replace(encoder.config, hidden_dropout_prob=0.0)
   replaced = tc.EncoderSource(init_checkpoint=minilm_dir(),

@@ -90,7 +90,7 @@ def test_token_classification_learns_and_predicts(tmp_path):
                        predict_file=write_entities_conll(tmp_path / "test.conll", 20, 2)),
       encoder=EncoderSource(
           bert_config=small_config(vocab_size=30522, max_position_embeddings=32),
-          vocab_file=vocab(), do_lower_case=True),
+          vocab_file=vocab(), lower_case=True),
       inputs=FinetuningInputs(seq_length=32, global_batch_size=16),
       schedule=ScheduleConfig(num_train_epochs=5))
   assert task.labels == ["O", "B-location", "B-person", "I-person"]

@@ -36,7 +36,7 @@ def write_run(folder, steps=STEPS, dropout=0.1):
   records = os.path.join(folder, "records")
   task = ClassificationTask(
       data=data, encoder=EncoderSource(bert_config=config_file, vocab_file=vocab_file,
-                                       do_lower_case=True),
+                                       lower_case=True),
       inputs=FinetuningInputs(seq_length=64))
   create_finetuning_records(task, records, ("train",), num_shards=4,
                             log=lambda *_: None)
@@ -48,7 +48,7 @@ ClassificationData.glue_task = "mrpc"
 ClassificationData.data_dir = "{shared_data("glue", "MRPC")}"
 EncoderSource.bert_config = "{config_file}"
 EncoderSource.vocab_file = "{vocab_file}"
-EncoderSource.do_lower_case = True
+EncoderSource.lower_case = True
 FinetuningInputs.records = "{records}"
 FinetuningInputs.seq_length = 64
 FinetuningInputs.global_batch_size = 8

@@ -62,7 +62,7 @@ def test_a_pretraining_run_loads_as_encoder_and_heads(pretraining_run):
   ckpt = checkpoints.load(pretraining_run, with_heads=True)
   assert ckpt.format == checkpoints.detect_format(pretraining_run) == "run"
   assert ckpt.config.to_dict() == tiny_pretraining_config().to_dict()
-  assert ckpt.vocab_file == VOCAB and ckpt.do_lower_case is None
+  assert ckpt.vocab_file == VOCAB and ckpt.lower_case is None
   assert ckpt.has_heads and ckpt.ignored_variables == []
   # The run's own weights: the encoder's (the word table included, which the
   # masked-LM head shares) and the heads'.
@@ -118,9 +118,9 @@ def test_a_run_converts_to_hugging_face(pretraining_run, tmp_path):
   written as safetensors and read back equal."""
   ckpt = checkpoints.load(pretraining_run, with_heads=True)
   out = checkpoints.save(ckpt, str(tmp_path / "hf"), format="hf",
-                         do_lower_case=True)
+                         lower_case=True)
   back = checkpoints.load(out, with_heads=True)
-  assert back.format == "hf" and back.has_heads and back.do_lower_case is True
+  assert back.format == "hf" and back.has_heads and back.lower_case is True
   assert _values(back.encoder.weights) == _values(ckpt.encoder.weights)
   assert (_values(back.masked_lm.weights + back.next_sentence.weights)
           == _values(ckpt.masked_lm.weights + ckpt.next_sentence.weights))

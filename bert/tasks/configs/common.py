@@ -8,8 +8,8 @@ import gin
 
 from bert import checkpoints
 from bert.config import BertConfig, resolve_bert_config
-from bert.validation import (ConfigError, check_bool, check_float, check_int,
-                             check_str)
+from bert.validation import (NOT_GIVEN, ConfigError, check_bool, check_float,
+                             check_int, check_str, former_field)
 
 # Task configs are frozen: a task's concerns do not change under it.
 config_class = dataclasses.dataclass(frozen=True)
@@ -42,19 +42,25 @@ class EncoderSource:
     bert_config: a preset name, config.json path, dict or `BertConfig`; without
       init_checkpoint the encoder's shape, with it a replacement for the
       checkpoint's config (same weight shapes, e.g. other dropout).
-    vocab_file, do_lower_case: the vocabulary and casing; default the
+    vocab_file, lower_case: the vocabulary and casing; default the
       checkpoint's.
+    do_lower_case: the former name of lower_case, an `__init__` argument
+      only (not a field), so that saved operative_config.gin files still
+      bind it.
   """
   init_checkpoint: Optional[str] = None
   bert_config: Any = None
   vocab_file: Optional[str] = None
-  do_lower_case: Optional[bool] = None
+  lower_case: Optional[bool] = None
+  do_lower_case: dataclasses.InitVar[Any] = NOT_GIVEN
 
-  def __post_init__(self):
+  def __post_init__(self, do_lower_case):
     owner = type(self).__name__
+    set_field(self, "lower_case", former_field(
+        owner, "lower_case", self.lower_case, "do_lower_case", do_lower_case))
     check_str(owner, "init_checkpoint", self.init_checkpoint, optional=True)
     check_str(owner, "vocab_file", self.vocab_file, optional=True)
-    check_bool(owner, "do_lower_case", self.do_lower_case, optional=True)
+    check_bool(owner, "lower_case", self.lower_case, optional=True)
     if not (self.bert_config is None
             or isinstance(self.bert_config, (str, dict, BertConfig))):
       raise ConfigError(f"{owner}.bert_config must be a preset name, a config "
@@ -79,22 +85,23 @@ class EncoderSource:
       raise ConfigError(f"{owner} needs EncoderSource.init_checkpoint or "
                         "EncoderSource.bert_config")
     vocab_file = self.vocab_file or (ckpt.vocab_file if ckpt else None)
-    lower_case = self.do_lower_case
+    lower_case = self.lower_case
     if lower_case is None and ckpt is not None:
-      lower_case = ckpt.do_lower_case
+      lower_case = ckpt.lower_case
     if vocab_file is not None:
       checkpoints.check_vocab_size(vocab_file, config)
     return Encoder(config, vocab_file, lower_case, ckpt)
 
 
+
 @config_class
 class Encoder:
-  """An `EncoderSource` read: `config`, `vocab_file` and `do_lower_case`
+  """An `EncoderSource` read: `config`, `vocab_file` and `lower_case`
   (None where neither the source nor its checkpoint gives them), and the
   loaded `checkpoint` (None without init_checkpoint)."""
   config: BertConfig
   vocab_file: Optional[str]
-  do_lower_case: Optional[bool]
+  lower_case: Optional[bool]
   checkpoint: Any
 
 

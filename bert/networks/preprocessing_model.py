@@ -1,4 +1,8 @@
-"""`make_preprocessor`: raw strings -> encoder inputs, as a savable model."""
+"""`make_preprocessing_model`: raw strings -> encoder inputs, as a savable
+model with TF Hub's preprocessing interface (what TF Hub calls a
+"preprocessing model", `bert_*_preprocess`). Not a preprocessor
+(`bert.models.BertPreprocessor`, a model's `preprocessor`), which also
+batches, holds the targets and decodes outputs."""
 
 import tensorflow as tf
 import tf_keras
@@ -6,13 +10,14 @@ import tf_keras
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 
 
-def make_preprocessor(vocab_file: str, lower_case: bool = True,
-                      seq_length: int = 128, num_text_inputs: int = 1,
-                      name: str = "bert_preprocessor") -> tf_keras.Model:
+def make_preprocessing_model(vocab_file: str, lower_case: bool = True,
+                             seq_length: int = 128, num_text_inputs: int = 1,
+                             name: str = "bert_preprocessing"
+                             ) -> tf_keras.Model:
   """A tf_keras model from 1 or more string inputs [batch] to the dict
   `input_word_ids`, `input_mask`, `input_type_ids` (int32 [batch, seq_length]).
 
-  Like TF Hub's BERT preprocessors it also carries two sub-objects, which
+  Like TF Hub's BERT preprocessing models it also carries two sub-objects, which
   `tf.saved_model.save` exports with it:
     `model.tokenize(strings [batch])` -> int32 ragged [batch, (tokens)]
     `model.bert_pack_inputs([segments...], seq_length)` for 1 or 2 segments.
