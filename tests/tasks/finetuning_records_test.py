@@ -255,6 +255,7 @@ def squad_task(path, records=None):
                               length_buckets=(64, 128)))
 
 
+@pytest.mark.subprocess   # num_processes=2: a pool of worker processes
 def test_squad_windows_from_records_train_and_answer_as_in_memory(tmp_path):
   """SQuAD: the windows, their post-processing data (read back from the
   records' side features), 20 steps' weights and the EM/F1 of evaluation

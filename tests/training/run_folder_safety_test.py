@@ -216,7 +216,7 @@ def test_the_run_config_is_written_before_the_first_step(pretraining_records,
   """A run killed before it ends (SIGKILL) is still a run folder: its
   operative_config.gin is there from the start."""
   from bert.training import OptimizerConfig, RuntimeConfig, run_experiment  # pylint: disable=g-import-not-at-top
-  from reliability_test import make_task  # pylint: disable=g-import-not-at-top
+  from conftest import pretraining_task  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / "run")
   seen = []
 
@@ -224,7 +224,8 @@ def test_the_run_config_is_written_before_the_first_step(pretraining_records,
     seen.append(sorted(n for n in os.listdir(model_dir)
                        if n.startswith("ckpt-")))
     return "# the run's config\n"
-  run_experiment(make_task(pretraining_records), model_dir, "train",
+  run_experiment(pretraining_task(pretraining_records, dropout=0.1), model_dir,
+                 "train",
                  RuntimeConfig(train_steps=2, steps_per_loop=2,
                                strategy="one_device"),
                  OptimizerConfig(learning_rate=1e-3, num_train_steps=2),
