@@ -40,6 +40,7 @@ from bert.checkpoints import tf1
 from bert.io import atomic_folder
 from bert import pretrained
 from bert import registry
+from bert.checkpoints.compat import check_same_shapes
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
                                      RUN_CONFIG, VOCAB_FILE, check_folder,
@@ -56,9 +57,10 @@ from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
 WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
-__all__ = ["BertCheckpoint", "FORMATS", "WRITABLE_FORMATS", "METADATA_FILE",
-           "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE", "RUN_CONFIG",
-           "build_pretraining_heads", "detect_format", "load", "save"]
+__all__ = ["BertCheckpoint", "CheckedCheckpoint", "FORMATS", "WRITABLE_FORMATS",
+           "METADATA_FILE", "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE",
+           "RUN_CONFIG", "build", "build_pretraining_heads", "detect_format",
+           "load", "read", "save"]
 
 
 @dataclasses.dataclass
@@ -85,7 +87,8 @@ class BertCheckpoint:
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None,
          preprocessor: Optional[str] = None) -> BertCheckpoint:
-  """Loads a BERT checkpoint folder of any supported format, or a preset.
+  """Loads a BERT checkpoint folder of any supported format, or a preset:
+  `build(read(...))`, except a run ("run"), which its reader rebuilds.
 
   Args:
     path: the folder, or a preset name (`bert.pretrained.preset_names()`:
@@ -100,6 +103,77 @@ def load(path: str, *, with_heads: bool = False,
     CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
       or a vocab.txt whose size differs from config.vocab_size.
   """
+  folder, fmt = _locate(path, format, preprocessor)
+  if fmt == "run":
+    return _load_run(folder, with_heads)
+  return build(_read(folder, fmt, with_heads, preprocessor))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CheckedCheckpoint:
+  """A checkpoint folder read and checked against its config, no variable
+  built (`read`): what `build` makes the encoder from, in the caller's
+  distribution scope. `arrays`: its weights by TF1 name; None for our own
+  format ("tf2"), restored from `folder` by `build`."""
+  folder: str
+  format: str
+  config: BertConfig
+  vocab_file: Optional[str]
+  do_lower_case: Optional[bool]
+  with_heads: bool     # heads asked for (built when the checkpoint has them)
+  has_heads: bool      # `arrays` hold pre-training heads
+  arrays: Optional[dict] = dataclasses.field(default=None, repr=False)
+  source: Optional[str] = None   # the file `arrays` came from, for errors
+
+
+def read(path: str, *, with_heads: bool = False,
+         format: Optional[str] = None,
+         preprocessor: Optional[str] = None) -> CheckedCheckpoint:
+  """`load`'s reading and checks without building a variable: config,
+  vocab, casing and every weight's shape (our format: the number of values),
+  so a bad checkpoint fails here. Arguments and errors as `load`'s. A run
+  ("run") is rebuilt by its reader and kept as arrays."""
+  folder, fmt = _locate(path, format, preprocessor)
+  if fmt == "run":
+    ckpt = _load_run(folder, with_heads)
+    return CheckedCheckpoint(
+        folder, fmt, ckpt.config, ckpt.vocab_file, ckpt.do_lower_case,
+        with_heads, ckpt.has_heads, source=folder,
+        arrays=mapping.to_tf1(ckpt.encoder, ckpt.masked_lm, ckpt.next_sentence))
+  return _read(folder, fmt, with_heads, preprocessor)
+
+
+def build(checked: CheckedCheckpoint, *,
+          config: Optional[BertConfig] = None) -> BertCheckpoint:
+  """The encoder of a `read` checkpoint (and its pre-training heads when
+  asked for and present), built in the current distribution scope and
+  policy, with the checkpoint's weights. `config` replaces the checkpoint's
+  (same weight shapes, `check_same_shapes`; e.g. other dropout)."""
+  if config is None:
+    config = checked.config
+  check_same_shapes(checked.config, config, checked.folder)
+  encoder = BertEncoder(config)
+  result = BertCheckpoint(config=config, encoder=encoder,
+                          vocab_file=checked.vocab_file,
+                          do_lower_case=checked.do_lower_case,
+                          format=checked.format)
+  if checked.arrays is None:
+    _load_tf2(checked.folder, result, checked.with_heads)
+    return result
+  heads = checked.with_heads and checked.has_heads
+  if heads:
+    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
+    if checked.format == "tfhub":
+      # TF Hub's `mlm` sub-model has the masked-LM head only.
+      result.next_sentence = None
+  result.ignored_variables = mapping.assign_from_tf1(
+      checked.arrays, encoder, result.masked_lm, result.next_sentence,
+      source=checked.source, ignore_heads=not heads)
+  return result
+
+
+def _locate(path, format, preprocessor):
+  """(folder, format) of a folder or preset name."""
   if not os.path.exists(path) and pretrained.is_preset(path):
     path = pretrained.resolve(path)
   folder = check_folder(path)
@@ -109,8 +183,10 @@ def load(path: str, *, with_heads: bool = False,
   if preprocessor is not None and fmt != "tfhub":
     raise CheckpointError(f"{folder}: preprocessor= is for TF Hub SavedModels; "
                           f"this is a {fmt} checkpoint")
-  if fmt == "run":
-    return _load_run(folder, with_heads)
+  return folder, fmt
+
+
+def _read(folder, fmt, with_heads, preprocessor) -> CheckedCheckpoint:
   config, arrays, vocab_file, do_lower_case, source = read_folder(
       folder, fmt, preprocessor)
   if vocab_file is not None:
@@ -122,22 +198,8 @@ def load(path: str, *, with_heads: bool = False,
   # not an allocation that fails deep inside TensorFlow.
   check_before_building(folder, fmt, config, arrays, with_heads and has_heads,
                         source)
-  encoder = BertEncoder(config)
-  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          do_lower_case=do_lower_case, format=fmt)
-  if fmt == "tf2":
-    _load_tf2(folder, result, with_heads)
-    return result
-
-  if with_heads and has_heads:
-    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
-    if fmt == "tfhub":
-      # TF Hub's `mlm` sub-model has the masked-LM head only.
-      result.next_sentence = None
-  result.ignored_variables = mapping.assign_from_tf1(
-      arrays, encoder, result.masked_lm, result.next_sentence, source=source,
-      ignore_heads=not (with_heads and has_heads))
-  return result
+  return CheckedCheckpoint(folder, fmt, config, vocab_file, do_lower_case,
+                           with_heads, has_heads, arrays, source)
 
 
 def _tf2_objects(result):
