@@ -95,6 +95,17 @@ def test_a_replacing_config_is_the_built_encoders(tmp_path):
     _created(lambda: _task(tmp_path, folder, bert_config=wider))
 
 
+def test_a_damaged_checkpoint_fails_when_the_task_is_built(tmp_path):
+  """Our format is restored by `build_model`; its values are read (and
+  dropped) when the task is built, so a damaged file fails then."""
+  folder, _ = _checkpoint(str(tmp_path / "ckpt"), "tf2")
+  data, = [f for f in os.listdir(folder) if ".data-" in f]
+  path = os.path.join(folder, data)
+  os.truncate(path, os.path.getsize(path) // 2)
+  with pytest.raises(checkpoints.CheckpointError, match="cannot read"):
+    _task(tmp_path, folder)
+
+
 def test_pretraining_starts_from_the_checkpoints_heads(tmp_path):
   folder, saved = _checkpoint(str(tmp_path / "ckpt"), "tf1", heads=True)
   task, made = _created(lambda: PretrainingTask(
