@@ -1,4 +1,5 @@
-"""`init_from_checkpoint`: the one way a task starts a model from a checkpoint."""
+"""`init_from_checkpoint`: a checkpoint copied into a model built elsewhere
+(a task builds its model from the checkpoint instead: `loader.build`)."""
 
 from typing import Union
 
@@ -13,8 +14,7 @@ def init_from_checkpoint(model, source: Union[str, BertCheckpoint]
   `next_sentence`) and so does the checkpoint.
 
   `source` is a checkpoint folder (any format `load` reads), a preset name,
-  or a checkpoint `load` returned (a task that loads it up front, so a bad
-  checkpoint fails before any data is read). `model` is an encoder or a
+  or a checkpoint `load` returned. `model` is an encoder or a
   model with an `encoder`; the checkpoint's config must give the same
   variable shapes (`check_same_shapes`). Returns the checkpoint.
   """

@@ -1,4 +1,5 @@
-"""`load` and `save`: one entry point for every checkpoint format.
+"""`load`: one entry point for every checkpoint format (`read` checks a
+folder, `build` makes its networks; `save` is in saver.py).
 
 Formats (detected from the folder):
   "tf2"           this library's: tf.train.Checkpoint + bert_config.json +
@@ -25,27 +26,21 @@ variable is built.
 """
 
 import dataclasses
-import json
 import os
-import shutil
-from typing import List, Optional, Union
+from typing import List, Optional
 
 import tensorflow as tf
-from absl import logging
 
-from bert.checkpoints import hf
 from bert.checkpoints import mapping
-from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
-from bert.io import atomic_folder
 from bert import pretrained
 from bert import registry
+from bert.checkpoints.compat import check_same_shapes
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
                                      RUN_CONFIG, VOCAB_FILE, check_folder,
                                      check_before_building, detect_format,
                                      metadata, read_folder, tf2_prefix)
-from bert.checkpoints.reader import TF2_PREFIX as _TF2_PREFIX
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
 from bert.untrusted import first_line
@@ -57,9 +52,10 @@ from bert.networks.bert_encoder import BertEncoder
 
 FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
 WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
-__all__ = ["BertCheckpoint", "FORMATS", "WRITABLE_FORMATS", "METADATA_FILE",
-           "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE", "RUN_CONFIG",
-           "build_pretraining_heads", "detect_format", "load", "save"]
+__all__ = ["BertCheckpoint", "CheckedCheckpoint", "FORMATS", "WRITABLE_FORMATS",
+           "METADATA_FILE", "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE",
+           "RUN_CONFIG", "build", "build_pretraining_heads", "detect_format",
+           "load", "read"]
 
 
 @dataclasses.dataclass
@@ -87,7 +83,8 @@ class BertCheckpoint:
 def load(path: str, *, with_heads: bool = False,
          format: Optional[str] = None,
          preprocessing: Optional[str] = None) -> BertCheckpoint:
-  """Loads a BERT checkpoint folder of any supported format, or a preset.
+  """Loads a BERT checkpoint folder of any supported format, or a preset:
+  `build(read(...))`, except a run ("run"), which its reader rebuilds.
 
   Args:
     path: the folder, or a preset name (`bert.pretrained.preset_names()`:
@@ -103,6 +100,77 @@ def load(path: str, *, with_heads: bool = False,
     CheckpointMismatchError: a weight missing, extra, or of the wrong shape,
       or a vocab.txt whose size differs from config.vocab_size.
   """
+  folder, fmt = _locate(path, format, preprocessing)
+  if fmt == "run":
+    return _load_run(folder, with_heads)
+  return build(_read(folder, fmt, with_heads, preprocessing))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CheckedCheckpoint:
+  """A checkpoint folder read and checked against its config, no variable
+  built (`read`): what `build` makes the encoder from, in the caller's
+  distribution scope. `arrays`: its weights by TF1 name; None for our own
+  format ("tf2"), restored from `folder` by `build`."""
+  folder: str
+  format: str
+  config: BertConfig
+  vocab_file: Optional[str]
+  lower_case: Optional[bool]
+  with_heads: bool     # heads asked for (built when the checkpoint has them)
+  has_heads: bool      # `arrays` hold pre-training heads
+  arrays: Optional[dict] = dataclasses.field(default=None, repr=False)
+  source: Optional[str] = None   # the file `arrays` came from, for errors
+
+
+def read(path: str, *, with_heads: bool = False,
+         format: Optional[str] = None,
+         preprocessing: Optional[str] = None) -> CheckedCheckpoint:
+  """`load`'s reading and checks without building a variable: config,
+  vocab, casing and every weight's shape (our format: the number of values),
+  so a bad checkpoint fails here. Arguments and errors as `load`'s. A run
+  ("run") is rebuilt by its reader and kept as arrays."""
+  folder, fmt = _locate(path, format, preprocessing)
+  if fmt == "run":
+    ckpt = _load_run(folder, with_heads)
+    return CheckedCheckpoint(
+        folder, fmt, ckpt.config, ckpt.vocab_file, ckpt.lower_case,
+        with_heads, ckpt.has_heads, source=folder,
+        arrays=mapping.to_tf1(ckpt.encoder, ckpt.masked_lm, ckpt.next_sentence))
+  return _read(folder, fmt, with_heads, preprocessing)
+
+
+def build(checked: CheckedCheckpoint, *,
+          config: Optional[BertConfig] = None) -> BertCheckpoint:
+  """The encoder of a `read` checkpoint (and its pre-training heads when
+  asked for and present), built in the current distribution scope and
+  policy, with the checkpoint's weights. `config` replaces the checkpoint's
+  (same weight shapes, `check_same_shapes`; e.g. other dropout)."""
+  if config is None:
+    config = checked.config
+  check_same_shapes(checked.config, config, checked.folder)
+  encoder = BertEncoder(config)
+  result = BertCheckpoint(config=config, encoder=encoder,
+                          vocab_file=checked.vocab_file,
+                          lower_case=checked.lower_case,
+                          format=checked.format)
+  if checked.arrays is None:
+    _load_tf2(checked.folder, result, checked.with_heads)
+    return result
+  heads = checked.with_heads and checked.has_heads
+  if heads:
+    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
+    if checked.format == "tfhub":
+      # TF Hub's `mlm` sub-model has the masked-LM head only.
+      result.next_sentence = None
+  result.ignored_variables = mapping.assign_from_tf1(
+      checked.arrays, encoder, result.masked_lm, result.next_sentence,
+      source=checked.source, ignore_heads=not heads)
+  return result
+
+
+def _locate(path, format, preprocessing):
+  """(folder, format) of a folder or preset name."""
   if not os.path.exists(path) and pretrained.is_preset(path):
     path = pretrained.resolve(path)
   folder = check_folder(path)
@@ -112,8 +180,10 @@ def load(path: str, *, with_heads: bool = False,
   if preprocessing is not None and fmt != "tfhub":
     raise CheckpointError(f"{folder}: preprocessing= is for TF Hub "
                           f"SavedModels; this is a {fmt} checkpoint")
-  if fmt == "run":
-    return _load_run(folder, with_heads)
+  return folder, fmt
+
+
+def _read(folder, fmt, with_heads, preprocessing) -> CheckedCheckpoint:
   config, arrays, vocab_file, lower_case, source = read_folder(
       folder, fmt, preprocessing)
   if vocab_file is not None:
@@ -125,22 +195,8 @@ def load(path: str, *, with_heads: bool = False,
   # not an allocation that fails deep inside TensorFlow.
   check_before_building(folder, fmt, config, arrays, with_heads and has_heads,
                         source)
-  encoder = BertEncoder(config)
-  result = BertCheckpoint(config=config, encoder=encoder, vocab_file=vocab_file,
-                          lower_case=lower_case, format=fmt)
-  if fmt == "tf2":
-    _load_tf2(folder, result, with_heads)
-    return result
-
-  if with_heads and has_heads:
-    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
-    if fmt == "tfhub":
-      # TF Hub's `mlm` sub-model has the masked-LM head only.
-      result.next_sentence = None
-  result.ignored_variables = mapping.assign_from_tf1(
-      arrays, encoder, result.masked_lm, result.next_sentence, source=source,
-      ignore_heads=not (with_heads and has_heads))
-  return result
+  return CheckedCheckpoint(folder, fmt, config, vocab_file, lower_case,
+                           with_heads, has_heads, arrays, source)
 
 
 def _tf2_objects(result):
@@ -186,106 +242,3 @@ def _load_run(folder, with_heads):
     raise CheckpointError(f"{folder}: a bert-train run; no reader of runs is "
                           "registered (bert/__init__.py registers it)")
   return read_run(folder, with_heads)
-
-
-# -------------------------------------------------------------------- save
-@renamed_keywords(do_lower_case="lower_case")
-def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
-         format: str = "tf2", *, vocab_file: Optional[str] = None,
-         lower_case: Optional[bool] = None) -> str:
-  """Writes `obj` as a checkpoint folder at `path`; returns `path`.
-
-  Formats: "tf2" (ours), "tf1" (google-research names, loadable by its
-  `modeling.py`), "hf" (safetensors + config.json for `transformers`),
-  "model_garden" (`tf.train.Checkpoint(encoder=...)` that
-  `tfm.nlp.networks.BertEncoder` restores, + bert_config.json). The
-  pre-training heads are written when `obj` has them, except to
-  "model_garden", whose heads have another design (a warning says so). The
-  write is atomic: a temp folder beside `path` is filled and then renamed, so
-  an interrupted save never leaves a half-written checkpoint where a good one
-  was.
-  """
-  if isinstance(obj, BertEncoder):
-    obj = BertCheckpoint(config=obj.config, encoder=obj)
-  if format not in WRITABLE_FORMATS:
-    hint = {"tfhub": " (a TF Hub SavedModel: bert-export --kind=encoder)",
-            "keras_hub": " (KerasHub reads the \"hf\" format: "
-                         "BertBackbone.from_preset(folder))"}.get(format, "")
-    raise CheckpointError(f"cannot write format {format!r}; use one of "
-                          f"{', '.join(WRITABLE_FORMATS)}{hint}")
-  if (obj.masked_lm is None) != (obj.next_sentence is None):
-    raise CheckpointError("save: give both pre-training heads (masked_lm and "
-                          "next_sentence) or neither")
-  if obj.masked_lm is not None and obj.masked_lm.embedding_table is None:
-    raise CheckpointError("save: the masked-LM head is not tied to the word "
-                          "embeddings; BERT checkpoint formats store only tied "
-                          "heads")
-  if format == "tf1" and obj.config.hidden_act not in ("gelu", "relu", "tanh",
-                                                       "linear"):
-    logging.warning(
-        "hidden_act=%r is not understood by google-research modeling.py; the "
-        "TF1 checkpoint loads here but not there", obj.config.hidden_act)
-  if format == "model_garden" and obj.masked_lm is not None:
-    logging.warning(
-        "Model Garden checkpoints hold the encoder only here: its pre-training "
-        "heads differ from BERT's (a next-sentence head with its own pooler), "
-        "so the masked-LM and next-sentence heads are not written")
-  vocab_file = vocab_file or obj.vocab_file
-  lower_case = obj.lower_case if lower_case is None else lower_case
-  if vocab_file is not None:
-    _check_vocab(vocab_file, obj.config)
-  with _atomic_folder(path) as tmp:
-    # Our metadata goes into every format; the other ecosystems' readers
-    # ignore the extra file, and it keeps the casing where they have no
-    # place for it (TF1). The files' key is do_lower_case, as in
-    # transformers' tokenizer_config.json and TF Hub's asset.
-    _write_json(os.path.join(tmp, METADATA_FILE), dict(
-        format="bert-tf2" if format == "tf2" else format, version=1,
-        checkpoint=_TF2_PREFIX,
-        has_heads=obj.masked_lm is not None and format != "model_garden",
-        do_lower_case=lower_case))
-    if format == "tf2":
-      tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
-      obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
-    elif format == "model_garden":
-      model_garden.write(mapping.to_tf1(obj.encoder),
-                         obj.config.num_attention_heads,
-                         os.path.join(tmp, tf1.DEFAULT_PREFIX))
-      obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
-    else:
-      arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence)
-      if format == "tf1":
-        tf1.write_arrays(arrays, os.path.join(tmp, tf1.DEFAULT_PREFIX))
-        obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
-      else:
-        hf.write(arrays, tmp)
-        hf_config = obj.config.to_hf_dict()
-        if obj.masked_lm is not None:
-          hf_config["architectures"] = ["BertForPreTraining"]
-        _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
-        if lower_case is not None:
-          _write_json(os.path.join(tmp, "tokenizer_config.json"), dict(
-              do_lower_case=lower_case, tokenizer_class="BertTokenizer"))
-    if vocab_file is not None:
-      shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
-  return path
-
-
-def _write_json(path, d):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(d, f, indent=2, sort_keys=True)
-    f.write("\n")
-
-
-def _replaceable(path) -> bool:
-  """An existing folder may be replaced only if it is empty or a checkpoint
-  folder (never, say, a home directory given by mistake)."""
-  if not os.path.isdir(path):
-    return False
-  files = set(os.listdir(path))
-  return not files or METADATA_FILE in files
-
-
-def _atomic_folder(path):
-  return atomic_folder(path, _replaceable, "a checkpoint folder",
-                       CheckpointError)

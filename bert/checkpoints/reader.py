@@ -151,7 +151,8 @@ def _config_file(folder, fmt) -> Optional[str]:
 def check_before_building(folder, fmt, config, arrays, heads, source):
   """The weights' shapes and dtypes against `config` (`mapping.check_arrays`),
   or for our own format, which has no TF1 names, the number of values the
-  config needs against the number stored (`mapping.check_size`)."""
+  config needs against the number stored (`mapping.check_size`) and every
+  value readable."""
   config_file = _config_file(folder, fmt)
   if fmt == "tf2":
     prefix = tf2_prefix(folder)
@@ -159,6 +160,12 @@ def check_before_building(folder, fmt, config, arrays, heads, source):
     stored = sum(math.prod(shape) for key, shape in shapes.items()
                  if key.startswith("encoder/"))
     mapping.check_size(config, stored, prefix, config_file)
+    # Every value read once (and dropped): a damaged file fails here, not
+    # when a model is built from it.
+    with tf1.reading(prefix):
+      reader = tf.train.load_checkpoint(prefix)
+      for key in shapes:
+        reader.get_tensor(key)
     return
   mapping.check_arrays(
       mapping.expected_shapes(config, masked_lm=heads,

@@ -17,8 +17,9 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from bert.checkpoints import init_from_checkpoint
+from bert import checkpoints
 from bert.losses import Stats
+from bert.networks.bert_encoder import BertEncoder
 from bert.validation import ConfigError
 
 
@@ -82,15 +83,27 @@ class Task:
     del features
     return "(this task does not record where its examples come from)"
 
-  # The checkpoint `initialize` copies into a new model (a
-  # `bert.checkpoints.BertCheckpoint`, loaded when the task is built); None:
-  # the model keeps its random initial weights.
+  # The checkpoint the model starts from (a
+  # `bert.checkpoints.CheckedCheckpoint`, read and checked when the task is
+  # built, no variable made); None: random initial weights.
   initial_checkpoint = None
 
+  def build_checkpoint(self) -> checkpoints.BertCheckpoint:
+    """The encoder (with `self.config`) `build_model` wraps: built in the
+    caller's distribution scope from `initial_checkpoint`
+    (`bert.checkpoints.build`, the loader's own path, heads included when
+    the task read it with them), or randomly initialised without one. The
+    one place a task's model gets its checkpoint: nothing is copied later."""
+    if self.initial_checkpoint is None:
+      return checkpoints.BertCheckpoint(config=self.config,
+                                        encoder=BertEncoder(self.config))
+    return checkpoints.build(self.initial_checkpoint, config=self.config)
+
   def initialize(self, model: tf_keras.Model) -> None:
-    """Copies `initial_checkpoint` into a newly built model."""
-    if self.initial_checkpoint is not None:
-      init_from_checkpoint(model, self.initial_checkpoint)
+    """Sets the weights of a newly built model that `build_model` does not
+    (run when no run checkpoint is restored); by default none:
+    `build_checkpoint` gives the encoder its checkpoint's."""
+    del model
 
   def eval_outputs(self, features: Mapping[str, tf.Tensor],
                    outputs: Mapping[str, tf.Tensor]

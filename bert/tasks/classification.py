@@ -16,7 +16,6 @@ import tensorflow as tf
 
 from bert.data import classification_data as cd
 from bert.models.bert_classifier import BertClassifier
-from bert.networks.bert_encoder import BertEncoder
 from bert.losses import example_weights
 from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.losses import classification_stats
@@ -133,7 +132,7 @@ class ClassificationTask(FinetuningTask):
                                       **self._preprocessor_args())
 
   def build_model(self):
-    return BertClassifier(BertEncoder(self.config), self.num_classes,
+    return BertClassifier(self.build_checkpoint().encoder, self.num_classes,
                           dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):

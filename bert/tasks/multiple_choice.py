@@ -15,7 +15,6 @@ import tensorflow as tf
 
 from bert.data import classification_data as cd
 from bert.models.bert_multiple_choice import BertMultipleChoice
-from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import MultipleChoicePreprocessor
 from bert.losses import softmax_stats
 from bert.tasks.configs import (EncoderSource, FinetuningInputs, HeadConfig,
@@ -87,7 +86,7 @@ class MultipleChoiceTask(FinetuningTask):
     return MultipleChoicePreprocessor(**self._preprocessor_args())
 
   def build_model(self):
-    return BertMultipleChoice(BertEncoder(self.config),
+    return BertMultipleChoice(self.build_checkpoint().encoder,
                               dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):

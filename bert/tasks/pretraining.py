@@ -18,7 +18,6 @@ from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.losses import (PRETRAINING_EPSILONS, PRETRAINING_LOSSES,
                          example_weights, pretraining_stats)
 from bert.models.bert_pretrainer import BertPretrainer
-from bert.networks.bert_encoder import BertEncoder
 from bert.tasks.base import Task
 from bert.tasks.configs import EncoderSource, PretrainingInputs, or_default
 from bert.validation import ConfigError
@@ -83,7 +82,10 @@ class PretrainingTask(Task):
     return self.inputs.global_batch_size
 
   def build_model(self):
-    return BertPretrainer(BertEncoder(self.config))
+    start = self.build_checkpoint()
+    if not start.has_heads:    # the pretrainer makes new ones
+      return BertPretrainer(start.encoder)
+    return BertPretrainer(start.encoder, start.masked_lm, start.next_sentence)
 
   def build_inputs(self, input_context, training, start_step=0):
     pipelines = input_context.num_input_pipelines if input_context else 1

@@ -24,7 +24,6 @@ import tensorflow as tf
 from bert.data import squad_eval, squad_examples
 from bert.data.squad_config import SquadConfig
 from bert.models.bert_span_labeler import BertSpanLabeler
-from bert.networks.bert_encoder import BertEncoder
 from bert.data.length_buckets import pad_sequence_axis
 from bert.models.preprocessors import SpanLabelerPreprocessor
 from bert.tasks.configs import (AnswerConfig, EncoderSource, FinetuningInputs,
@@ -181,7 +180,7 @@ class QuestionAnsweringTask(FinetuningTask):
                                    **self._preprocessor_args())
 
   def build_model(self):
-    return BertSpanLabeler(BertEncoder(self.config))
+    return BertSpanLabeler(self.build_checkpoint().encoder)
 
   def loss_denominators(self, features):
     return dict(loss=tf.cast(tf.shape(features["input_word_ids"])[0], tf.float32))

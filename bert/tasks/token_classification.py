@@ -17,7 +17,6 @@ from seqeval import metrics as seqeval_metrics
 
 from bert.data import ner_data
 from bert.models.bert_token_classifier import BertTokenClassifier
-from bert.networks.bert_encoder import BertEncoder
 from bert.models.preprocessors import TokenClassifierPreprocessor
 from bert.losses import token_stats, token_weights
 from bert.data.length_buckets import pad_sequence_axis
@@ -122,7 +121,8 @@ class TokenClassificationTask(FinetuningTask):
                                        **self._preprocessor_args())
 
   def build_model(self):
-    return BertTokenClassifier(BertEncoder(self.config), len(self.labels),
+    return BertTokenClassifier(self.build_checkpoint().encoder,
+                               len(self.labels),
                                dropout_rate=self.head.dropout_rate)
 
   def loss_denominators(self, features):

@@ -102,7 +102,9 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
   serving SavedModel that `bert-export` writes for a `bert-train` run.
 
   Resumes from the newest checkpoint in `model_dir` if there is one, else
-  calls `task.initialize(model)` (e.g. load a pre-trained encoder).
+  calls `task.initialize(model)` (e.g. a distillation student from its
+  teacher's layers; `task.build_model` gives a pre-trained encoder its
+  weights).
   Raises NonFiniteLossError if the loss becomes NaN/Inf (the last good
   checkpoint stays the newest one in model_dir). On SIGTERM, saves a
   checkpoint at the end of the current loop and returns (with

@@ -84,7 +84,8 @@ def test_a_pretraining_run_loads_as_encoder_and_heads(pretraining_run):
 
 
 def test_a_model_starts_from_a_run(pretraining_run):
-  """The path every task's `init_checkpoint` takes."""
+  """`init_from_checkpoint` reads a run folder (a task reads one with
+  `checkpoints.read`: tests/tasks/distillation_test.py)."""
   encoder = BertEncoder(tiny_pretraining_config())
   init_from_checkpoint(encoder, pretraining_run)
   assert _values(encoder.weights) == _saved(pretraining_run, "model/encoder/")

@@ -68,17 +68,21 @@ class EncoderSource:
                         f"{self.bert_config!r}")
 
   def load(self, owner: str, with_heads: bool = False) -> "Encoder":
-    """The encoder's config, vocab, casing and checkpoint (read now, so a bad
-    checkpoint fails before any data is read; `with_heads`: with its
-    pre-training heads); `owner` names the task in errors. The vocab, when
-    known, must match the config's vocab_size."""
-    ckpt = (checkpoints.load(self.init_checkpoint, with_heads=with_heads)
+    """The encoder's config, vocab, casing and checkpoint, read and checked
+    now (`bert.checkpoints.read`: no variable built), so a bad checkpoint
+    fails before any data is read; `with_heads`: with its pre-training
+    heads. `owner` names the task in errors. The vocab, when known, must
+    match the config's vocab_size, and a replacing bert_config the
+    checkpoint's weight shapes."""
+    ckpt = (checkpoints.read(self.init_checkpoint, with_heads=with_heads)
             if self.init_checkpoint else None)
     if self.bert_config is not None:
       try:
         config = resolve_bert_config(self.bert_config)
       except (ConfigError, FileNotFoundError) as e:   # which field, and why
         raise type(e)(f"{owner}: EncoderSource.bert_config: {e}") from None
+      if ckpt is not None:
+        checkpoints.check_same_shapes(ckpt.config, config, ckpt.folder)
     elif ckpt is not None:
       config = ckpt.config
     else:
@@ -98,7 +102,8 @@ class EncoderSource:
 class Encoder:
   """An `EncoderSource` read: `config`, `vocab_file` and `lower_case`
   (None where neither the source nor its checkpoint gives them), and the
-  loaded `checkpoint` (None without init_checkpoint)."""
+  checked `checkpoint` (a `bert.checkpoints.CheckedCheckpoint`, None without
+  init_checkpoint) the task's model is built from."""
   config: BertConfig
   vocab_file: Optional[str]
   lower_case: Optional[bool]
