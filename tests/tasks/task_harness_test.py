@@ -202,9 +202,9 @@ def _write_records(folder):
   records = os.path.join(str(folder), "records")
   bert_data.create_pretraining_data(
       corpus, records, vocab(),
-      bert_data.PretrainingDataConfig(max_seq_length=PRETRAIN_SEQ,
-                               max_predictions_per_seq=PRETRAIN_PRED,
-                               dupe_factor=2),
+      bert_data.PretrainingDataConfig(seq_length=PRETRAIN_SEQ,
+                                      max_predictions_per_seq=PRETRAIN_PRED,
+                                      dupe_factor=2),
       num_shards=2, log=lambda *_: None)
   return os.path.join(records, "*.tfrecord")
 
