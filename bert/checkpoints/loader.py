@@ -72,6 +72,9 @@ class BertCheckpoint:
   next_sentence: Optional[ClassificationHead] = None
   format: Optional[str] = None
   ignored_variables: List[str] = dataclasses.field(default_factory=list)
+  # The folder it was read from (a preset: where it is cached); None when
+  # built otherwise. A sentence-transformers layout is read from it.
+  folder: Optional[str] = None
 
   @property
   def has_heads(self) -> bool:
@@ -102,7 +105,7 @@ def load(path: str, *, with_heads: bool = False,
   """
   folder, fmt = _locate(path, format, preprocessing)
   if fmt == "run":
-    return _load_run(folder, with_heads)
+    return dataclasses.replace(_load_run(folder, with_heads), folder=folder)
   return build(_read(folder, fmt, with_heads, preprocessing))
 
 
@@ -153,7 +156,7 @@ def build(checked: CheckedCheckpoint, *,
   result = BertCheckpoint(config=config, encoder=encoder,
                           vocab_file=checked.vocab_file,
                           lower_case=checked.lower_case,
-                          format=checked.format)
+                          format=checked.format, folder=checked.folder)
   if checked.arrays is None:
     _load_tf2(checked.folder, result, checked.with_heads)
     return result

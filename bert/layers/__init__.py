@@ -9,12 +9,13 @@ from bert.layers.dropout import Dropout
 from bert.layers.fused_self_attention import FusedSelfAttention
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert.layers.self_attention_mask import SelfAttentionMask
+from bert.layers.sentence_pooling import SentencePooling
 from bert.layers.span_head import SpanHead
 from bert.layers.transformer_encoder_block import TransformerEncoderBlock
 
 __all__ = [
     "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead", "Dropout",
     "FusedSelfAttention", "MaskedLMHead",
-    "SelfAttentionMask", "SpanHead", "TransformerEncoderBlock", "gather_positions",
+    "SelfAttentionMask", "SentencePooling", "SpanHead", "TransformerEncoderBlock", "gather_positions",
     "gelu", "gelu_exact", "get_activation",
 ]

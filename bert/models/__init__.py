@@ -12,17 +12,20 @@ from bert.models.bert_pretrainer import BertPretrainer
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.models.distiller import Distiller
+from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.models.preprocessor_base import BertPreprocessor
 from bert.models.preprocessors import (MultipleChoicePreprocessor,
                                        SpanLabelerPreprocessor,
                                        TextClassifierPreprocessor,
                                        TokenClassifierPreprocessor)
 from bert.models.pretrained import load_encoder, load_pretrained
+from bert.models.text_embedder import BertTextEmbedder
 from bert.networks.pretraining_heads import build_pretraining_heads
 
 __all__ = ["BertClassifier", "BertMultipleChoice", "BertPreprocessor",
            "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
-           "Distiller", "EncoderModel", "MultipleChoicePreprocessor",
+           "BertTextEmbedder", "Distiller", "EncoderModel", "MultipleChoicePreprocessor",
            "SpanLabelerPreprocessor", "TextClassifierPreprocessor",
+           "TextEmbedderPreprocessor",
            "TokenClassifierPreprocessor", "build_pretraining_heads",
            "load_encoder", "load_pretrained", "per_example"]

@@ -39,6 +39,9 @@ class KerasTraining:
     return []
 
   main_output = "logits"
+  # Whether `fit` on raw inputs needs targets `y` (an embedder's ranking
+  # loss learns from the pairing of its texts alone).
+  needs_y = True
 
   def compile(self, optimizer="auto", loss="auto", metrics="auto", **kwargs):
     """Keras `compile` with the library's fine-tuning recipe as defaults.
@@ -146,13 +149,14 @@ class KerasTraining:
     if raw:
       from bert.data import length_buckets as lb  # pylint: disable=g-import-not-at-top
       batch_size = raw_inputs.batch_size(self, "fit", batch_size, 32)
-      features = raw_inputs.features(self, x, y, "fit", needs_y=teacher is None)
+      features = raw_inputs.features(self, x, y, "fit",
+                                     needs_y=teacher is None and self.needs_y)
       if teacher is not None:
         targets = self._distillation_targets(teacher, distillation, features, y)
       else:
         targets = self.preprocessor.targets(features)
       kwargs.setdefault("steps_per_epoch", lb.steps_per_epoch(
-          len(features["input_word_ids"]), batch_size))
+          self.preprocessor.num_rows(features), batch_size))
       x = self.preprocessor.dataset(features, targets, batch_size,
                                     training=True, shuffle=shuffle)
       y = None

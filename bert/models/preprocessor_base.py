@@ -102,6 +102,10 @@ class BertPreprocessor(tf_keras.layers.Layer):
   def model_inputs(self, features):
     return {k: features[k] for k in ENCODER_INPUTS}
 
+  def num_rows(self, features) -> int:
+    """Rows of `encode`'s features."""
+    return len(features["input_word_ids"])
+
   def num_batches(self, features, batch_size: int) -> int:
     """Batches of one pass of `dataset(features, ..., batch_size)`."""
     lengths = lb._row_lengths_np(features, "input_mask")  # pylint: disable=protected-access
