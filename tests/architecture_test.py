@@ -31,7 +31,8 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("bert.data",),                # text -> records; uses the tokenizer layers
     ("bert.networks",),            # encoders and pre-training heads
     ("bert.checkpoints",),         # every format -> networks
-    ("bert.losses", "bert.metrics", "bert.optimization", "bert.train_step",
+    ("bert.losses", "bert.embedding_losses", "bert.metrics",
+     "bert.optimization", "bert.train_step",
      "bert.distillation"),         # what training computes, below models
     ("bert.serving", "bert.export"),
     ("bert.models",),
