@@ -111,7 +111,7 @@ class EmbeddingTraining:
 
   def objective(self, x, y, outputs):
     """Stats of a batch of columns; embeddings [batch, k, dim]."""
-    from bert import losses  # pylint: disable=g-import-not-at-top
+    from bert import embedding_losses as losses  # pylint: disable=g-import-not-at-top
     del x
     e = outputs["embeddings"]
     if e.shape.rank != 3:
