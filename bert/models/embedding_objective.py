@@ -164,10 +164,14 @@ def retrieval_evaluation(model, queries, documents, batch_size: int = 32,
   corpus, doc_ids = unique_texts(documents)
   index = retrieval.Index(model.dim, metric=model.similarity)
   index.add(model.encode_documents(corpus, batch_size=batch_size))
+  depth = min(k, len(corpus))
   _, ranked = index.search(model.encode_queries(list(queries),
-                                                batch_size=batch_size),
-                           k=min(k, len(corpus)))
-  return metrics.retrieval_metrics(ranked, [{i} for i in doc_ids])
+                                                batch_size=batch_size), k=depth)
+  # A corpus under 10 documents: the cutoffs it can hold.
+  cut = min(10, depth)
+  return metrics.retrieval_metrics(
+      ranked, [{i} for i in doc_ids], ks=tuple(c for c in (1, 5, 10) if c <= depth),
+      mrr_at=cut, ndcg_at=cut)
 
 
 def unique_texts(texts):
