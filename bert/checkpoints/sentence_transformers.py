@@ -184,14 +184,23 @@ def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
 def _model_config(folder: str) -> dict:
   """max_seq_length, prompts, default_prompt_name and similarity."""
   out = {}
-  path = os.path.join(folder, "sentence_bert_config.json")
-  if os.path.isfile(path):
-    length = read_json(path, CheckpointError).get("max_seq_length")
-    if length is not None:
-      if not isinstance(length, int) or isinstance(length, bool) or length < 3:
-        raise CheckpointError(f"{path}: \"max_seq_length\" must be an integer "
-                              f">= 3, got {length!r}")
-      out["max_seq_length"] = length
+  # sentence-transformers' own config, else (as releases since v5 save it)
+  # the tokenizer's model_max_length; Hugging Face writes a huge number
+  # there when a tokenizer has no limit, which the model's positions cap.
+  for name, key in (("sentence_bert_config.json", "max_seq_length"),
+                    ("tokenizer_config.json", "model_max_length")):
+    path = os.path.join(folder, name)
+    if "max_seq_length" in out or not os.path.isfile(path):
+      continue
+    length = read_json(path, CheckpointError).get(key)
+    if length is None:
+      continue
+    if not isinstance(length, (int, float)) or isinstance(length, bool) or (
+        length < 3):
+      raise CheckpointError(f"{path}: \"{key}\" must be an integer >= 3, got "
+                            f"{length!r}")
+    if length < 1e6:
+      out["max_seq_length"] = int(length)
   path = os.path.join(folder, "config_sentence_transformers.json")
   if not os.path.isfile(path):
     return out

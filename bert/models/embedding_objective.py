@@ -167,10 +167,10 @@ def stat_names_of(loss: str):
 
 def loss_stats(loss: str, embeddings, scores=None, scale: float = 20.0,
                margin: float = 5.0):
-  """`bert.losses` stats of the (resolved) `loss` on a batch of columns:
-  embeddings [batch, k, dim] (anchors, positives, ...), scores [batch]
-  (CoSENT's gold similarities)."""
-  from bert import losses  # pylint: disable=g-import-not-at-top
+  """`bert.embedding_losses` stats of the (resolved) `loss` on a batch of
+  columns: embeddings [batch, k, dim] (anchors, positives, ...), scores
+  [batch] (CoSENT's gold similarities)."""
+  from bert import embedding_losses as losses  # pylint: disable=g-import-not-at-top
   columns = [embeddings[:, i] for i in range(embeddings.shape[1])]
   if loss == "cosent":
     return losses.cosent_stats(columns[0], columns[1], scores, scale=scale)
@@ -207,8 +207,13 @@ def retrieval_of_embeddings(queries, corpus, relevant_ids, similarity: str,
   from bert import retrieval  # pylint: disable=g-import-not-at-top
   index = retrieval.Index(corpus.shape[1], metric=similarity)
   index.add(corpus)
-  _, ranked = index.search(queries, k=min(k, len(corpus)))
-  return metrics.retrieval_metrics(ranked, [{int(i)} for i in relevant_ids])
+  depth = min(k, len(corpus))
+  _, ranked = index.search(queries, k=depth)
+  # A corpus under 10 documents: the cutoffs it can hold.
+  cut = min(10, depth)
+  return metrics.retrieval_metrics(
+      ranked, [{int(i)} for i in relevant_ids],
+      ks=tuple(c for c in (1, 5, 10) if c <= depth), mrr_at=cut, ndcg_at=cut)
 
 
 def unique_texts(texts):
