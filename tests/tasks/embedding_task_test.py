@@ -26,6 +26,7 @@ from bert.validation import ConfigError
 from conftest import (REPO_ROOT, minilm_dir, one_line, run_command,
                       small_config, vocab)
 from training._runs import losses as logged_losses
+import harness
 
 SEQ = 64
 BUCKETS = (16, 32, SEQ)
@@ -216,6 +217,15 @@ def test_bert_train_lowers_the_loss_and_evaluates(tmp_path):
   print("eval MRR@10 untrained, trained:", untrained["mrr@10"],
         evaluated["mrr@10"])
   assert evaluated["mrr@10"] > untrained["mrr@10"] + 0.1, evaluated
+
+
+@pytest.mark.heavy
+def test_a_resumed_run_lands_on_the_uninterrupted_runs_weights(tmp_path):
+  """tests/harness.py `check_resume`: the random batches restart at the
+  checkpoint's step (lanes, `start_step`), with the dropout masks. (The
+  harness' stats check does not apply: in-batch negatives make a batch's
+  loss no sum of its halves'.)"""
+  harness.check_resume(lambda: make_task(tmp_path), tmp_path / "runs")
 
 
 def _fit_raw(folder, task, steps, seed, shuffle=True):
