@@ -38,15 +38,15 @@ class EmbeddingData(DataFiles):
   def __post_init__(self):
     super().__post_init__()
     owner = type(self).__name__
-    columns = self.text_columns
-    if isinstance(columns, str) or not hasattr(columns, "__iter__"):
+    given = self.text_columns
+    if isinstance(given, str) or not hasattr(given, "__iter__"):
       raise ConfigError(f"{owner}.text_columns must be a list of column "
-                        f"names, got {columns!r}")
-    columns = tuple(columns)
+                        f"names, got {given!r}")
+    columns = tuple(given)
     if (len(columns) < 2 or len(set(columns)) != len(columns)
         or not all(isinstance(c, str) and c for c in columns)):
       raise ConfigError(f"{owner}.text_columns must name 2 or more distinct "
-                        f"columns, got {list(columns)!r}")
+                        f"columns, got {given!r}")
     set_field(self, "text_columns", columns)
     check_str(owner, "score_column", self.score_column, optional=True)
     if self.score_column is not None and (
