@@ -5,7 +5,8 @@ Both exports run end to end from the raw strings (the serving callables of
 `bert.serving.loader`), so the gate measures what serving will answer.
 Scores are in points (0-100): accuracy for classification (Pearson r x 100
 for regression), entity F1 for tagging, F1 for SQuAD (limits 0.5, 0.5 and
-1.0 points by default).
+1.0 points by default); for a text embedder, retrieval recall@1 x 100 or STS
+Spearman x 100 (limit 0.5 points: 0.005 of recall or of Spearman's rho).
 """
 
 import dataclasses
@@ -13,9 +14,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from bert import io as _io
+from bert.errors import DataError
 from bert.validation import ConfigError
 
-DEFAULT_MAX_DROP = {"classifier": 0.5, "tagger": 0.5, "span_labeler": 1.0}
+DEFAULT_MAX_DROP = {"classifier": 0.5, "tagger": 0.5, "span_labeler": 1.0,
+                    "embedder": 0.5}
 
 
 class AccuracyGateError(ValueError):
@@ -67,6 +71,10 @@ class AccuracyGate:
     ref = self.evaluate(reference)
     got = self.evaluate(candidate)
     drop = ref - got
+    if not np.isfinite(drop):     # a NaN would pass any comparison
+      raise AccuracyGateError(
+          f"{precision} export refused: {self.metric} on {self.source} is "
+          f"{got} at {precision} vs {ref} at fp32, not a number")
     figures = dict(metric=self.metric, source=self.source, fp32=round(ref, 4),
                    **{precision: round(got, 4)}, max_drop=self.max_drop)
     if drop > self.max_drop:
@@ -157,3 +165,124 @@ def squad_gate(questions: Sequence[str], contexts: Sequence[str],
                       score, "F1", source,
                       DEFAULT_MAX_DROP["span_labeler"] if max_drop is None
                       else max_drop)
+
+
+# ---------------------------------------------------------------- embedder
+def _distinct_texts(texts: Sequence[str]):
+  """(the distinct texts, shortest first; each text's index among them):
+  the gate's batches then hold texts of similar length, each cut to a
+  short bucket, and a text given twice is embedded once."""
+  distinct = sorted(set(texts), key=lambda t: (len(t), t))
+  where = {t: i for i, t in enumerate(distinct)}
+  return distinct, np.array([where[t] for t in texts], np.int64)
+
+
+def _unit_rows(embeddings) -> np.ndarray:
+  """Rows scaled to length 1 (cosine as a dot product), in float64."""
+  x = np.asarray(embeddings, np.float64)
+  return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _embedder_max_drop(max_drop):
+  return DEFAULT_MAX_DROP["embedder"] if max_drop is None else max_drop
+
+
+def retrieval_gate(queries: Sequence[str], documents: Sequence[str],
+                   relevant: Sequence[int], source: str,
+                   max_drop: Optional[float] = None) -> AccuracyGate:
+  """Recall@1 (x 100, points) of the served `embeddings`: query i is right
+  when its most cosine-similar document is `documents[relevant[i]]` (or a
+  document of the same text)."""
+  if not len(queries) or len(queries) != len(relevant):
+    raise ConfigError(f"retrieval gate on {source}: give one relevant "
+                      "document index per query, and at least one query")
+  n = len(documents)
+  if any(not 0 <= int(r) < n for r in relevant):
+    raise ConfigError(f"retrieval gate on {source}: relevant indices must be "
+                      f"in [0, {n})")
+  texts, index = _distinct_texts(list(queries) + list(documents))
+  query_rows, document_rows = index[:len(queries)], index[len(queries):]
+  gold = document_rows[np.asarray(relevant, np.int64)]
+
+  def score(out):
+    e = _unit_rows(out["embeddings"])
+    nearest = np.argmax(e[query_rows] @ e[document_rows].T, 1)  # [queries]
+    return 100.0 * float(np.mean(document_rows[nearest] == gold))
+
+  return AccuracyGate({"text": texts}, score, "recall@1", source,
+                      _embedder_max_drop(max_drop))
+
+
+def sts_gate(texts_a: Sequence[str], texts_b: Sequence[str],
+             scores: Sequence[float], source: str,
+             max_drop: Optional[float] = None) -> AccuracyGate:
+  """Spearman's rho (x 100, points) of the cosine of each pair's served
+  `embeddings` against the gold `scores`."""
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  if not len(texts_a) or not len(texts_a) == len(texts_b) == len(scores):
+    raise ConfigError(f"STS gate on {source}: texts_a, texts_b and scores must "
+                      "be non-empty and of one length")
+  gold = np.asarray(scores, np.float64)
+  if not np.all(np.isfinite(gold)) or np.ptp(gold) == 0:
+    raise ConfigError(f"STS gate on {source}: the scores must be finite and "
+                      "not all equal")
+  texts, index = _distinct_texts(list(texts_a) + list(texts_b))
+  a, b = index[:len(texts_a)], index[len(texts_a):]
+
+  def score(out):
+    e = _unit_rows(out["embeddings"])
+    cosine = np.sum(e[a] * e[b], -1)
+    return 100.0 * float(stats.spearmanr(cosine, gold)[0])
+
+  return AccuracyGate({"text": texts}, score, "STS Spearman", source,
+                      _embedder_max_drop(max_drop))
+
+
+def embedding_gate(path: str, max_drop: Optional[float] = None) -> AccuracyGate:
+  """The gate of an embedder export from a dev file:
+
+  - a SQuAD json (v1.1 or v2.0): retrieval, every question against every
+    distinct paragraph of the file (`retrieval_gate`);
+  - a tab-separated file whose header names `sentence1`, `sentence2` and
+    `score` (GLUE's STS-B, sentence-transformers' stsbenchmark.tsv): STS
+    (`sts_gate`).
+  """
+  if str(path).endswith(".json"):
+    from bert.data import squad_json  # pylint: disable=g-import-not-at-top
+    examples = squad_json.read_squad(str(path))
+    contexts = list(dict.fromkeys(e.context for e in examples))
+    where = {c: i for i, c in enumerate(contexts)}
+    return retrieval_gate([e.question for e in examples], contexts,
+                          [where[e.context] for e in examples], str(path),
+                          max_drop)
+  rows = [(n, line.rstrip("\r\n").split("\t"))
+          for n, line in _io.text_lines(str(path)) if line.strip()]
+  if not rows:
+    raise DataError(f"{path}: empty; an embedder gate file is a SQuAD .json "
+                    "or a .tsv with sentence1, sentence2 and score columns")
+  header = rows[0][1]
+  missing = [c for c in ("sentence1", "sentence2", "score") if c not in header]
+  if missing:
+    raise DataError(f"{path}:1: the header has no {', '.join(missing)} "
+                    "column (an embedder gate file is a SQuAD .json or a .tsv "
+                    "with sentence1, sentence2 and score columns)")
+  columns = [header.index(c) for c in ("sentence1", "sentence2", "score")]
+  a, b, scores = [], [], []
+  for number, fields in rows[1:]:
+    if len(fields) <= max(columns):
+      raise DataError(f"{path}:{number}: {len(fields)} fields, the header "
+                      f"has {len(header)}")
+    try:
+      value = float(fields[columns[2]])
+    except ValueError:
+      raise DataError(f"{path}:{number}: score {fields[columns[2]]!r} is not "
+                      "a number") from None
+    if not np.isfinite(value):
+      raise DataError(f"{path}:{number}: score {value} is not finite")
+    a.append(fields[columns[0]])
+    b.append(fields[columns[1]])
+    scores.append(value)
+  if len(scores) < 2:
+    raise DataError(f"{path}: {len(scores)} scored pair(s); a rank correlation "
+                    "needs at least 2")
+  return sts_gate(a, b, scores, str(path), max_drop)
