@@ -152,22 +152,17 @@ def _export_embedder() -> dict:
       if FLAGS[name].present:
         raise app.UsageError(f"--{name}: a bert-train run exports as it was "
                              "trained")
-    task, model = trained_run.load_trained_task(FLAGS.checkpoint)
-    if not isinstance(model, BertTextEmbedder):
-      raise app.UsageError(f"{FLAGS.checkpoint} trained a "
-                           f"{type(model).__name__}, not a BertTextEmbedder")
-    if hasattr(task, "preprocessor"):
-      model.attach_preprocessor(task.preprocessor())
-    if gate is None and reduced and hasattr(task, "serving_gate"):
-      gate = task.serving_gate(max_drop=FLAGS.max_accuracy_drop)
-  else:
-    if gate is None and FLAGS.precision in ("bf16", "int8"):
-      # Said before the model loads (the export would refuse it later).
-      raise app.UsageError(f"--precision={FLAGS.precision} needs --gate_data "
-                           "(a SQuAD json or an STS tsv) for the accuracy gate")
-    model = BertTextEmbedder.from_pretrained(
-        FLAGS.checkpoint, pooling=FLAGS.pooling,
-        seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
+    return trained_run.export_trained(
+        FLAGS.checkpoint, FLAGS.output, kind="embedder",
+        precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
+        gate=gate)
+  if gate is None and FLAGS.precision in ("bf16", "int8"):
+    # Said before the model loads (the export would refuse it later).
+    raise app.UsageError(f"--precision={FLAGS.precision} needs --gate_data "
+                         "(a SQuAD json or an STS tsv) for the accuracy gate")
+  model = BertTextEmbedder.from_pretrained(
+      FLAGS.checkpoint, pooling=FLAGS.pooling,
+      seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
   return model.export(FLAGS.output, precision=FLAGS.precision, gate=gate)
 
 

@@ -14,7 +14,6 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from bert import io as _io
 from bert.errors import DataError
 from bert.validation import ConfigError
 
@@ -177,12 +176,6 @@ def _distinct_texts(texts: Sequence[str]):
   return distinct, np.array([where[t] for t in texts], np.int64)
 
 
-def _unit_rows(embeddings) -> np.ndarray:
-  """Rows scaled to length 1 (cosine as a dot product), in float64."""
-  x = np.asarray(embeddings, np.float64)
-  return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
 def _embedder_max_drop(max_drop):
   return DEFAULT_MAX_DROP["embedder"] if max_drop is None else max_drop
 
@@ -205,9 +198,15 @@ def retrieval_gate(queries: Sequence[str], documents: Sequence[str],
   gold = document_rows[np.asarray(relevant, np.int64)]
 
   def score(out):
-    e = _unit_rows(out["embeddings"])
-    nearest = np.argmax(e[query_rows] @ e[document_rows].T, 1)  # [queries]
-    return 100.0 * float(np.mean(document_rows[nearest] == gold))
+    from bert import metrics, retrieval  # pylint: disable=g-import-not-at-top
+    e = out["embeddings"]
+    search = retrieval.Index(e.shape[-1])
+    search.add(e[document_rows])         # ids: positions in document_rows
+    _, nearest = search.search(e[query_rows], k=1)           # [queries, 1]
+    found = document_rows[nearest]            # a duplicate text counts too
+    relevant = [{g} for g in gold]
+    return 100.0 * metrics.retrieval_metrics(found, relevant, ks=(1,), mrr_at=1,
+                                             ndcg_at=1)["recall@1"]
 
   return AccuracyGate({"text": texts}, score, "recall@1", source,
                       _embedder_max_drop(max_drop))
@@ -218,7 +217,6 @@ def sts_gate(texts_a: Sequence[str], texts_b: Sequence[str],
              max_drop: Optional[float] = None) -> AccuracyGate:
   """Spearman's rho (x 100, points) of the cosine of each pair's served
   `embeddings` against the gold `scores`."""
-  from scipy import stats  # pylint: disable=g-import-not-at-top
   if not len(texts_a) or not len(texts_a) == len(texts_b) == len(scores):
     raise ConfigError(f"STS gate on {source}: texts_a, texts_b and scores must "
                       "be non-empty and of one length")
@@ -230,9 +228,9 @@ def sts_gate(texts_a: Sequence[str], texts_b: Sequence[str],
   a, b = index[:len(texts_a)], index[len(texts_a):]
 
   def score(out):
-    e = _unit_rows(out["embeddings"])
-    cosine = np.sum(e[a] * e[b], -1)
-    return 100.0 * float(stats.spearmanr(cosine, gold)[0])
+    from bert import metrics  # pylint: disable=g-import-not-at-top
+    e = out["embeddings"]
+    return 100.0 * metrics.sts_metrics(e[a], e[b], gold)["spearman"]
 
   return AccuracyGate({"text": texts}, score, "STS Spearman", source,
                       _embedder_max_drop(max_drop))
@@ -255,34 +253,11 @@ def embedding_gate(path: str, max_drop: Optional[float] = None) -> AccuracyGate:
     return retrieval_gate([e.question for e in examples], contexts,
                           [where[e.context] for e in examples], str(path),
                           max_drop)
-  rows = [(n, line.rstrip("\r\n").split("\t"))
-          for n, line in _io.text_lines(str(path)) if line.strip()]
-  if not rows:
-    raise DataError(f"{path}: empty; an embedder gate file is a SQuAD .json "
-                    "or a .tsv with sentence1, sentence2 and score columns")
-  header = rows[0][1]
-  missing = [c for c in ("sentence1", "sentence2", "score") if c not in header]
-  if missing:
-    raise DataError(f"{path}:1: the header has no {', '.join(missing)} "
-                    "column (an embedder gate file is a SQuAD .json or a .tsv "
-                    "with sentence1, sentence2 and score columns)")
-  columns = [header.index(c) for c in ("sentence1", "sentence2", "score")]
-  a, b, scores = [], [], []
-  for number, fields in rows[1:]:
-    if len(fields) <= max(columns):
-      raise DataError(f"{path}:{number}: {len(fields)} fields, the header "
-                      f"has {len(header)}")
-    try:
-      value = float(fields[columns[2]])
-    except ValueError:
-      raise DataError(f"{path}:{number}: score {fields[columns[2]]!r} is not "
-                      "a number") from None
-    if not np.isfinite(value):
-      raise DataError(f"{path}:{number}: score {value} is not finite")
-    a.append(fields[columns[0]])
-    b.append(fields[columns[1]])
-    scores.append(value)
-  if len(scores) < 2:
-    raise DataError(f"{path}: {len(scores)} scored pair(s); a rank correlation "
+  from bert.data import text_columns  # pylint: disable=g-import-not-at-top
+  rows = text_columns.read_text_columns(str(path), ("sentence1", "sentence2"),
+                                        score_column="score")
+  if len(rows) < 2:
+    raise DataError(f"{path}: {len(rows)} scored pair(s); a rank correlation "
                     "needs at least 2")
-  return sts_gate(a, b, scores, str(path), max_drop)
+  return sts_gate(rows.texts[0], rows.texts[1], rows.scores, str(path),
+                  max_drop)

@@ -107,6 +107,22 @@ class EmbeddingTask(FinetuningTask):
           d.max_train_examples if split == "train" else 0)
     return self._columns[split]
 
+  def source_file(self, split) -> str:
+    return self.read_columns(split).path
+
+  def serving_gate(self, max_drop=None):
+    """The accuracy gate of a reduced-precision export, on the eval split:
+    retrieval recall@1 of its first column against its distinct second-
+    column texts, or STS Spearman with scores (points)."""
+    from bert.serving import gate  # pylint: disable=g-import-not-at-top
+    rows = self.read_columns("eval")
+    if self.scored:
+      return gate.sts_gate(rows.texts[0], rows.texts[1], rows.scores,
+                           rows.path, max_drop)
+    documents, relevant = objective.unique_texts(rows.texts[1])
+    return gate.retrieval_gate(rows.texts[0], documents, relevant, rows.path,
+                               max_drop)
+
   def row_origins(self, split) -> List[str]:
     return [f"line {n}" for n in self.read_columns(split).lines]
 

@@ -323,10 +323,10 @@ def test_gate_files(tmp_path):
   # 10,570 questions (some asked twice) and 2,067 paragraphs, embedded once.
   assert 12_500 < len(squad.inputs["text"]) <= 10_570 + 2_067
   for text, fragments in (
-      ("", ("empty",)),
-      ("sentence1\tscore\nA\t1\n", (":1:", "no sentence2")),
+      ("", ("no examples",)),
+      ("sentence1\tscore\nA\t1\n", (":1:", "no column 'sentence2'")),
       ("sentence1\tsentence2\tscore\nA\tB\tx\nC\tD\t1\n", (":2:", "'x'")),
-      ("sentence1\tsentence2\tscore\nA\tB\n", (":2:", "2 fields")),
+      ("sentence1\tsentence2\tscore\nA\tB\n", (":2:", "2 column(s)")),
       ("sentence1\tsentence2\tscore\nA\tB\t1\n", ("at least 2",)),
       ("sentence1\tsentence2\tscore\nA\tB\t1\nC\tD\t1\n", ("not all equal",))):
     tsv.write_text(text)

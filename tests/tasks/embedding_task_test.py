@@ -473,6 +473,24 @@ def test_commands_write_records_train_evaluate_and_name_a_bad_line(tmp_path):
   final = done.stdout.split("final: ")[-1]
   for name in ("loss", "recall@1", "recall@10", "mrr@10", "ndcg@10"):
     assert f"{name} " in final, final
+  # bert-export --kind=embedder of the run: the trained model on raw strings,
+  # as the run's model encodes them; --pooling cannot reshape a run.
+  served = tmp_path / "served"
+  done = run_command(["bert-export", "--kind=embedder", f"--checkpoint={run}",
+                      f"--output={served}"], str(tmp_path))
+  assert done.returncode == 0, done.stderr[-2000:]
+  from bert.export import load_serving  # pylint: disable=g-import-not-at-top
+  from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
+  task, model = trained_run.load_trained_task(str(run))
+  model.attach_preprocessor(task.preprocessor())
+  rows = [json.loads(l) for l in open(data / "eval.jsonl")][:8]
+  texts = [r["anchor"] for r in rows] + [r["positive"] for r in rows]
+  assert np.abs(load_serving(str(served)).encode(texts)
+                - model.encode(texts)).max() <= 1e-5
+  done = run_command(["bert-export", "--kind=embedder", f"--checkpoint={run}",
+                      "--pooling=cls", f"--output={tmp_path / 'x'}"],
+                     str(tmp_path))
+  assert done.returncode != 0 and "--pooling" in done.stderr.splitlines()[-1]
   (data / "train.jsonl").write_text('{"anchor": "a", "positive": "b"}\n'
                                     '{"anchor": "a", "positive": 3}\n')
   done = run_command(["bert-train", *common, f"--model_dir={tmp_path / 'bad'}",
