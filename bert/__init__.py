@@ -24,7 +24,7 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 __version__ = "0.1.0"
 
 _SUBPACKAGES = ("checkpoints", "data", "layers", "models", "networks",
-                "pretrained", "serving", "tasks", "training")
+                "pretrained", "retrieval", "serving", "tasks", "training")
 # Public names of the top level -> the module that defines them.
 _NAMES = {"BertConfig": "bert.config", "BertEncoder": "bert.networks",
           "EncoderScaffold": "bert.networks"}

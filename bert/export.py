@@ -22,8 +22,10 @@ tokenizer uses. A `bert-train` run's model_dir is exported through these by
 - `export_tagger`: `text` -> `words` (whitespace-split) and `tags`, both
   [batch, max words] padded with ""; a sentence longer than the sequence is
   cut into several rows at word boundaries, as `predict` cuts it.
+- `export_embedder`: `text` -> `embeddings` (float32 [batch, dim]), and
+  TF Hub's text-embedding call `obj(texts)` (`bert.serving.embedder`).
 
-The three serving exports (`bert.serving`) have a `serving_default`
+The serving exports (`bert.serving`) have a `serving_default`
 signature on raw strings and one per stage (`preprocess`, `network`,
 `postprocess`). Each batch runs at the smallest length bucket that holds its
 longest row. `precision="int8"` adds the network as a dynamic-range int8
@@ -50,14 +52,15 @@ from bert.networks.preprocessing_model import make_preprocessing_model
 from bert import hardware as cpu
 from bert.serving import tflite
 from bert.serving.classifier import ClassifierServing
-from bert.serving.gate import AccuracyGate
+from bert.serving.embedder import EmbedderServing
+from bert.serving.gate import AccuracyGate, embedding_gate
 from bert.serving import loader
 from bert.serving.loader import MANIFEST, MANIFEST_FORMAT, StagedServing
 from bert.serving.precision import bf16_copy
 from bert.serving.stages import ServingModule
 from bert.serving.tagger import TaggerServing
 from bert.serving.tflite import PRECISIONS
-from bert.validation import renamed_keywords
+from bert.validation import ConfigError, renamed_keywords
 
 # A vocabulary: a vocab.txt path or its tokens in id order.
 Vocab = Union[str, os.PathLike, Sequence[str]]
@@ -155,7 +158,8 @@ def _in_memory(module: ServingModule, network=None) -> StagedServing:
 def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
                   kind: str, precision: str = "fp32",
                   gate: Optional[AccuracyGate] = None,
-                  bf16_cpu: Optional[bool] = None) -> Dict[str, Any]:
+                  bf16_cpu: Optional[bool] = None, require_gate: bool = False,
+                  info: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
   """Writes the serving SavedModel `make_module(model)` at `precision`.
 
   fp32: the module as is. bf16: the network under Keras' `mixed_bfloat16`
@@ -168,15 +172,12 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
 
   A reduced precision is checked by `gate` first: evaluated against fp32
   and refused (AccuracyGateError, nothing written) when it drops more than
-  the gate allows. Returns the manifest written (with the gate's figures).
+  the gate allows; with `require_gate`, a reduced precision without a gate
+  is a ConfigError. `info`: more fields for the manifest. Returns the
+  manifest written (with the gate's figures).
   """
   precision = check_precision(precision)
-  fp32 = make_module(model)
-  module, blob = fp32, None
-  candidate = None            # builds the reduced-precision serving callable
-  manifest = dict(format=MANIFEST_FORMAT, kind=kind, requested_precision=precision,
-                  string_inputs=list(fp32.string_inputs),
-                  buckets=list(fp32.buckets))
+  requested = precision
   if precision == "auto":
     choice = precision_lib.choose("auto", gpu=None, cpu_flags=(
         None if bf16_cpu is None else
@@ -189,9 +190,19 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor AMX; "
                       "writing fp32 instead")
       precision = "fp32"
-    else:
-      module = make_module(bf16_copy(model))
-      candidate = lambda: _in_memory(module)
+  if require_gate and gate is None and precision != "fp32":
+    raise ConfigError(f"{kind} export at {precision} needs an accuracy gate "
+                      "(gate=, or --gate_data: a dev set to compare with fp32)")
+  fp32 = make_module(model)
+  module, blob = fp32, None
+  candidate = None            # builds the reduced-precision serving callable
+  manifest = dict(format=MANIFEST_FORMAT, kind=kind,
+                  requested_precision=requested,
+                  string_inputs=list(fp32.string_inputs),
+                  buckets=list(fp32.buckets), **(info or {}))
+  if precision == "bf16":
+    module = make_module(bf16_copy(model))
+    candidate = lambda: _in_memory(module)
   if precision == "int8":
     blob = tflite.convert(fp32.network.get_concrete_function(), fp32)
     candidate = lambda: _in_memory(fp32, tflite.TFLiteNetwork(blob))
@@ -280,3 +291,34 @@ def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
       lambda m: TaggerServing(m, vocab, lower_case, seq_length, labels,
                               buckets),
       model, path, "tagger", precision, gate)
+
+
+@renamed_keywords(vocab_file="vocab")
+def export_embedder(model, path: str, vocab: Vocab, lower_case: bool,
+                    seq_length: int, precision: str = "fp32",
+                    length_buckets: Optional[Sequence[int]] = None,
+                    gate: Union[AccuracyGate, str, os.PathLike, None] = None,
+                    prompt: str = "") -> Dict[str, Any]:
+  """Writes a serving SavedModel of a BertTextEmbedder: raw strings ->
+  embeddings, as `encode` computes them (`bert.serving.embedder`).
+
+  Args:
+    vocab: the model's vocabulary (a vocab.txt path or its tokens).
+    gate: required for bf16 and int8: an AccuracyGate, or a dev file for
+      `bert.serving.gate.embedding_gate` (SQuAD json: recall@1; STS tsv:
+      Spearman), within 0.5 points of fp32 by default.
+    prompt: put before every text (the model's default prompt).
+    precision: see `write_serving`; length_buckets: as the classifier's.
+  """
+  buckets = _buckets(length_buckets, seq_length)
+  if isinstance(gate, (str, os.PathLike)):
+    gate = embedding_gate(os.fspath(gate))
+  elif gate is not None and not isinstance(gate, AccuracyGate):
+    raise ConfigError(f"gate must be an AccuracyGate or a dev file path, got "
+                      f"{type(gate).__name__}")
+  return write_serving(
+      lambda m: EmbedderServing(m, vocab, lower_case, seq_length, buckets,
+                                prompt),
+      model, path, "embedder", precision, gate, require_gate=True,
+      info=dict(dim=int(model.dim), normalize=bool(model.normalize),
+                prompt=prompt))

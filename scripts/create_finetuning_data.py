@@ -6,6 +6,9 @@
   bert-train --task=glue_sst2 --init_checkpoint=CKPT --model_dir=/tmp/sst2 \\
       --gin_param='FinetuningInputs.records="data/sst2"'
 
+Sentence embeddings (--task=embedding: columns of texts, one feature set a
+column, `text_<i>/input_word_ids` ...) are written the same way.
+
 The task is named and configured as for bert-train (--task, --gin_file,
 --gin_param, --init_checkpoint for the vocab and casing, --data_dir), and its
 rows are encoded exactly as bert-train encodes them in memory, so training

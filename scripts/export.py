@@ -5,6 +5,9 @@
       [--seq_length=128]
   bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
       [--precision=fp32|bf16|int8] [--max_accuracy_drop=POINTS]
+  bert-export --kind=embedder --checkpoint=CKPT_OR_MODEL_DIR --output=DIR
+      [--pooling=mean] [--precision=fp32|bf16|int8|auto]
+      [--gate_data=DEV_FILE] [--max_accuracy_drop=POINTS]
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
 has pre-training heads (any format the loader reads). preprocessing (formerly
@@ -14,11 +17,20 @@ from the checkpoint (or --vocab_file/--do_lower_case). classifier,
 span_labeler, tagger: a `bert-train` model_dir of a classification, SQuAD or
 NER run -> `serving_default` on raw strings (classifier: `text` [+ `text_b`]
 -> `probabilities`, `label`; span_labeler: `question`, `context` -> `answer`,
-`score`, `start`, `end`; tagger: `text` -> `words`, `tags`). Loading needs
+`score`, `start`, `end`; tagger: `text` -> `words`, `tags`). embedder: a
+sentence-transformers folder (pooling, dense layers, normalisation from its
+modules), any other checkpoint with --pooling, or a `bert-train` model_dir of
+a BertTextEmbedder -> TF Hub's text-embedding interface (`obj(texts)`;
+`serving_default`: `text` -> `embeddings`, float32 [batch, dim]); a reduced
+precision is checked on --gate_data (a SQuAD json: recall@1 of questions
+against paragraphs; a tsv with sentence1, sentence2, score columns: STS
+Spearman), or a run's own eval split where its task has a gate. Loading needs
 tensorflow and, for models that tokenize, `import tensorflow_text`;
 `bert.export.load_serving(DIR)` runs any precision (int8: the network on
 TFLite) with the same inputs and outputs.
 """
+
+import os
 
 from absl import app
 from absl import flags
@@ -27,14 +39,16 @@ from bert.scripts import _cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("kind", None, ["encoder", "preprocessing", "classifier",
-                                 "span_labeler", "tagger", "preprocessor"],
+                                 "span_labeler", "tagger", "embedder",
+                                 "preprocessor"],
                   "What to export (preprocessor: the former name of "
                   "preprocessing).")
 flags.DEFINE_string("checkpoint", None, "Checkpoint folder (encoder, "
                     "preprocessor) or bert-train model_dir (classifier).")
 flags.DEFINE_string("output", None, "SavedModel folder to write.")
-flags.DEFINE_integer("seq_length", 128, "Preprocessing output length.",
-                     lower_bound=3)
+flags.DEFINE_integer("seq_length", 128, "Preprocessing output length; "
+                     "embedder: the longest text in word pieces (default: "
+                     "the folder's max_seq_length, else 128).", lower_bound=3)
 flags.DEFINE_integer("num_text_inputs", 1, "Preprocessing: 1 or 2 strings.",
                      lower_bound=1, upper_bound=2)
 flags.DEFINE_string("vocab_file", None, "Preprocessing vocab (default: the "
@@ -49,8 +63,16 @@ flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
                   "Reduced precision must pass the accuracy gate on the run's "
                   "eval split.")
 flags.DEFINE_float("max_accuracy_drop", None, "The accuracy gate's limit, in "
-                   "points below fp32 (default: 0.5 for accuracy and entity "
-                   "F1, 1.0 for SQuAD F1).", lower_bound=0)
+                   "points below fp32 (default: 0.5 for accuracy, entity "
+                   "F1 and the embedder's recall@1 or Spearman x100, 1.0 for "
+                   "SQuAD F1).", lower_bound=0)
+flags.DEFINE_list("pooling", None, "embedder: the pooling of a checkpoint "
+                  "without sentence-transformers modules (mean, cls, max, "
+                  "...; several: mean,max); overrides a folder's.")
+flags.DEFINE_string("gate_data", None, "embedder: the accuracy gate's dev file "
+                    "(SQuAD json: recall@1; tsv with sentence1, sentence2, "
+                    "score: Spearman); needed for bf16/int8 unless the run's "
+                    "task has a gate.")
 flags.mark_flags_as_required(["kind", "output"])
 
 
@@ -65,14 +87,20 @@ def main(argv):
                                         "--vocab_file": FLAGS.vocab_file})
   if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessing"):
     raise app.UsageError(f"--precision={FLAGS.precision} is for classifier, "
-                         "span_labeler and tagger exports")
+                         "span_labeler, tagger and embedder exports")
+  for name in ("pooling", "gate_data"):
+    if FLAGS[name].present and FLAGS.kind != "embedder":
+      raise app.UsageError(f"--{name} is for --kind=embedder")
   if FLAGS.kind != "preprocessing" and not FLAGS.checkpoint:
     raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
-  if FLAGS.kind in ("classifier", "span_labeler", "tagger"):
-    from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
-    manifest = trained_run.export_trained(
-        FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind,
-        precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop)
+  if FLAGS.kind in ("classifier", "span_labeler", "tagger", "embedder"):
+    if FLAGS.kind == "embedder":
+      manifest = _export_embedder()
+    else:
+      from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
+      manifest = trained_run.export_trained(
+          FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind,
+          precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop)
     gate = manifest.get("gate")
     if gate:
       print(f"accuracy gate: {gate['metric']} on {gate['source']}: fp32 "
@@ -106,6 +134,36 @@ def main(argv):
                                       seq_length=FLAGS.seq_length,
                                       num_text_inputs=FLAGS.num_text_inputs)
   print(f"wrote {FLAGS.kind} SavedModel to {FLAGS.output}")
+
+
+def _export_embedder() -> dict:
+  """--kind=embedder: a bert-train model_dir of a BertTextEmbedder, or any
+  checkpoint `BertTextEmbedder.from_pretrained` reads."""
+  from bert.checkpoints import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
+  from bert.models import BertTextEmbedder  # pylint: disable=g-import-not-at-top
+  from bert.serving import gate as gate_lib  # pylint: disable=g-import-not-at-top
+  reduced = FLAGS.precision != "fp32"
+  gate = None
+  if FLAGS.gate_data and reduced:
+    gate = gate_lib.embedding_gate(FLAGS.gate_data, FLAGS.max_accuracy_drop)
+  if os.path.exists(os.path.join(FLAGS.checkpoint, model_dir_lib.RUN_CONFIG)):
+    from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
+    for name in ("pooling", "seq_length"):
+      if FLAGS[name].present:
+        raise app.UsageError(f"--{name}: a bert-train run exports as it was "
+                             "trained")
+    return trained_run.export_trained(
+        FLAGS.checkpoint, FLAGS.output, kind="embedder",
+        precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
+        gate=gate)
+  if gate is None and FLAGS.precision in ("bf16", "int8"):
+    # Said before the model loads (the export would refuse it later).
+    raise app.UsageError(f"--precision={FLAGS.precision} needs --gate_data "
+                         "(a SQuAD json or an STS tsv) for the accuracy gate")
+  model = BertTextEmbedder.from_pretrained(
+      FLAGS.checkpoint, pooling=FLAGS.pooling,
+      seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
+  return model.export(FLAGS.output, precision=FLAGS.precision, gate=gate)
 
 
 def run():

@@ -7,7 +7,8 @@
 
 --task=NAME reads the bundled NAME.gin (glue_cola, glue_sst2, glue_mrpc,
 glue_qqp, glue_stsb, glue_mnli, glue_qnli, glue_rte, glue_wnli, squad_v1,
-squad_v2, ner_wnut17, swag, distill, pretrain_tiny ... pretrain_large);
+squad_v2, ner_wnut17, swag, embedding, embedding_squad, distill,
+pretrain_tiny ... pretrain_large);
 --init_checkpoint and --data_dir set the configs' INIT_CHECKPOINT and
 DATA_DIR. Distillation takes its task from a trained teacher run:
 

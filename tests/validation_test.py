@@ -9,11 +9,13 @@ import pytest
 from bert import BertConfig
 from bert.data.dynamic_masking import DynamicMasker
 from bert.data.pretraining_data import PretrainingDataConfig
-from bert.tasks import (ClassificationTask, MultipleChoiceTask, PretrainingTask,
-                        QuestionAnsweringTask, TokenClassificationTask)
+from bert.tasks import (ClassificationTask, EmbeddingTask, MultipleChoiceTask,
+                        PretrainingTask, QuestionAnsweringTask,
+                        TokenClassificationTask)
 from bert.tasks import configs as task_configs
 from bert.tasks.configs import (AnswerConfig, ClassificationData,
-                                DistillationConfig,
+                                DistillationConfig, EmbedderConfig,
+                                EmbeddingData,
                                 EncoderSource, FinetuningInputs, HeadConfig,
                                 MultipleChoiceData, PretrainingInputs,
                                 ScheduleConfig, SquadData, TaggingData)
@@ -30,6 +32,8 @@ MRPC = dict(FINETUNING, data=ClassificationData(glue_task="mrpc"))
 SQUAD = dict(encoder=dataclasses.replace(ENCODER, bert_config=small_config(
     vocab_size=30522, max_position_embeddings=128)),
              inputs=FinetuningInputs(seq_length=128))
+EMBEDDING = dict(FINETUNING, data=EmbeddingData(train_file="t.jsonl"),
+                 embedder=EmbedderConfig(pooling="mean"))
 PRETRAINING = dict(encoder=EncoderSource(bert_config=small_config()),
                    inputs=PretrainingInputs(seq_length=32))
 
@@ -106,6 +110,15 @@ CASES = [
     (AnswerConfig, {}, "max_answer_length", -1),
     (AnswerConfig, {}, "null_score_diff_threshold", "0"),
     (MultipleChoiceData, {}, "num_choices", 1),
+    (EmbeddingData, {}, "text_columns", ["anchor"]),
+    (EmbeddingData, {}, "text_columns", "anchor"),
+    (EmbeddingData, {}, "score_column", 3),
+    (EmbeddingData, {}, "max_train_examples", -1),
+    (EmbedderConfig, {}, "pooling", "median"),
+    (EmbedderConfig, {}, "normalize", "yes"),
+    (EmbedderConfig, {}, "loss", "contrastive"),
+    (EmbedderConfig, {}, "scale", 0.0),
+    (EmbedderConfig, {}, "margin", -1.0),
     (DistillationConfig, {}, "temperature", 0.0),
     (DistillationConfig, {}, "alpha", 1.5),
     (DistillationConfig, {}, "hidden_weight", -1.0),
@@ -131,6 +144,7 @@ CASES = [
     (QuestionAnsweringTask, SQUAD, "answers", SquadData()),
     (TokenClassificationTask, FINETUNING, "head", 0.1),
     (MultipleChoiceTask, FINETUNING, "schedule", 3),
+    (EmbeddingTask, EMBEDDING, "embedder", HeadConfig()),
     (DynamicMasker, dict(vocab_file=VOCAB), "masked_lm_prob", 1.0),
     (DynamicMasker, dict(vocab_file=VOCAB), "max_predictions_per_seq", 0),
 ]
@@ -183,6 +197,12 @@ TASK_CASES = [
     (MultipleChoiceTask, FINETUNING, "inputs",
      FinetuningInputs(seq_length=32, pack=True),
      ["MultipleChoiceTask", "FinetuningInputs.pack=True"]),
+    (EmbeddingTask, EMBEDDING, "embedder",
+     EmbedderConfig(pooling="mean", loss="cosent"),
+     ["EmbeddingTask", "loss='cosent'", "score_column=None"]),
+    (EmbeddingTask, EMBEDDING, "embedder", EmbedderConfig(),
+     ["EmbeddingTask", "has no sentence-transformers modules.json",
+      "EmbedderConfig.pooling"]),
 ]
 
 
@@ -210,9 +230,9 @@ def test_every_config_class_is_covered():
   assert task_config_classes == {
       EncoderSource, FinetuningInputs, ScheduleConfig, HeadConfig,
       ClassificationData, TaggingData, SquadData, AnswerConfig,
-      MultipleChoiceData, PretrainingInputs}
+      MultipleChoiceData, PretrainingInputs, EmbeddingData, EmbedderConfig}
   tasks = {PretrainingTask, ClassificationTask, QuestionAnsweringTask,
-           TokenClassificationTask, MultipleChoiceTask}
+           TokenClassificationTask, MultipleChoiceTask, EmbeddingTask}
   covered = {c[0] for c in CASES}
   assert covered == ({BertConfig, RuntimeConfig, OptimizerConfig,
                       DistillationConfig, PretrainingDataConfig, DynamicMasker}

@@ -211,24 +211,9 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
   without, a label column is read as a float (regression). JSON texts must
   be strings and labels strings or numbers.
   """
-  ext = os.path.splitext(path)[1].lower()
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"{path}: no such file")
   wanted = [c for c in (text_a, text_b, label) if c]
-  if ext in (".jsonl", ".json"):
-    rows = list(_json_lines(path))
-  elif ext in (".tsv", ".csv", ".txt"):
-    rows = _table(path, _csv_rows(path) if ext == ".csv" else
-                  ((n, line.rstrip("\r\n").split("\t"))
-                   for n, line in text_lines(path)), wanted)
-  else:
-    raise DataError(f"{path}: unknown extension {ext!r} (use .tsv, .csv or "
-                    ".jsonl)")
   examples = []
-  for number, record in rows:
-    for c in wanted:
-      if c not in record:
-        raise DataError(f"{path}:{number}: no field {c!r}")
+  for number, record in read_rows(path, wanted):
     value = None
     if label:
       value = _parse_label(_label_field(record, label, path, number), labels,
@@ -240,6 +225,30 @@ def read_generic(path: str, text_a: str, text_b: Optional[str] = None,
   if not examples:
     raise DataError(f"{path}: no examples")
   return examples
+
+
+def read_rows(path: str, wanted: Sequence[str]):
+  """(line number, {column: value}) of each row of a TSV or CSV file (with
+  a header row) or JSON-lines file (by its extension), in order, each
+  checked to hold the `wanted` columns (a missing one is a DataError naming
+  the line)."""
+  ext = os.path.splitext(path)[1].lower()
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"{path}: no such file")
+  if ext in (".jsonl", ".json"):
+    rows = list(_json_lines(path))
+  elif ext in (".tsv", ".csv", ".txt"):
+    rows = _table(path, _csv_rows(path) if ext == ".csv" else
+                  ((n, line.rstrip("\r\n").split("\t"))
+                   for n, line in text_lines(path)), wanted)
+  else:
+    raise DataError(f"{path}: unknown extension {ext!r} (use .tsv, .csv or "
+                    ".jsonl)")
+  for number, record in rows:
+    for c in wanted:
+      if c not in record:
+        raise DataError(f"{path}:{number}: no field {c!r}")
+    yield number, record
 
 
 def _table(path: str, rows, wanted: Sequence[str]):

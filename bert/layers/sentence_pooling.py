@@ -44,7 +44,9 @@ class SentencePooling(tf_keras.layers.Layer):
 
   def call(self, sequence_output, input_mask):
     x = tf.cast(sequence_output, tf.float32)                  # [b, s, h]
-    mask = tf.cast(input_mask, tf.float32)[:, :, tf.newaxis]  # [b, s, 1]
+    # expand_dims, not [..., tf.newaxis]: TFLite (the int8 export) has no
+    # kernel for a new-axis strided slice of a dynamic shape.
+    mask = tf.expand_dims(tf.cast(input_mask, tf.float32), -1)  # [b, s, 1]
     # A row without tokens divides by this floor, not by zero.
     count = tf.maximum(tf.reduce_sum(mask, 1), 1e-9)          # [b, 1]
     total = tf.reduce_sum(x * mask, 1)                        # [b, h]
@@ -60,7 +62,7 @@ class SentencePooling(tf_keras.layers.Layer):
         out.append(total / tf.sqrt(count))
       elif mode == "weighted_mean":
         positions = tf.cast(tf.range(1, tf.shape(x)[1] + 1), tf.float32)
-        weights = mask * positions[tf.newaxis, :, tf.newaxis]  # [b, s, 1]
+        weights = mask * tf.reshape(positions, [1, -1, 1])    # [b, s, 1]
         out.append(tf.reduce_sum(x * weights, 1)
                    / tf.maximum(tf.reduce_sum(weights, 1), 1e-9))
       else:   # last: rows are padded on the right

@@ -34,6 +34,29 @@ def column_key(i: int, name: str) -> str:
   return f"text_{i}/{name}"
 
 
+def column_inputs(features, num_columns: int):
+  """The model's inputs of a batch of columns: {"text_<i>": inputs}."""
+  return {f"text_{i}": {m: features[column_key(i, m)] for m in ENCODER_INPUTS}
+          for i in range(num_columns)}
+
+
+def column_cutter(num_columns: int, buckets):
+  """A function that cuts each of the `num_columns` columns of a batch (a
+  dict with `text_<i>/<input>` features) to the smallest bucket holding
+  that column's longest row: what `fit` and `bert-train --task=embedding`
+  both cut their batches with."""
+  cutters = [lb.bucket_cutter([column_key(i, m) for m in ENCODER_INPUTS],
+                              buckets, column_key(i, "input_mask"))
+             for i in range(num_columns)]
+
+  def cut(batch):
+    for one in cutters:
+      batch = one(batch)
+    return batch
+
+  return cut
+
+
 @tf_keras.utils.register_keras_serializable(package="bert")
 class TextEmbedderPreprocessor(BertPreprocessor):
   """Texts -> [CLS] text [SEP] rows, with the model's prompts.
@@ -162,15 +185,11 @@ class TextEmbedderPreprocessor(BertPreprocessor):
                                group_by_length=False)
     else:
       ds = ds.batch(batch_size)
-    cutters = [lb.bucket_cutter([column_key(i, m) for m in ENCODER_INPUTS],
-                                self.length_buckets, column_key(i, "input_mask"))
-               for i in range(k)]
+    cut = column_cutter(k, self.length_buckets)
 
     def split(d):
-      for cut in cutters:
-        d = cut(d)
-      x = {f"text_{i}": {m: d[column_key(i, m)] for m in ENCODER_INPUTS}
-           for i in range(k)}
+      d = cut(d)
+      x = column_inputs(d, k)
       return x if targets is None else (x, d["targets"])
 
     ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)

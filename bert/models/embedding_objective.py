@@ -67,24 +67,13 @@ class EmbeddingTraining:
 
   @property
   def stat_names(self):
-    return ("loss",) if self._loss_name == "cosent" else ("loss", "accuracy")
+    return stat_names_of(self._loss_name)
 
   def _use_loss(self, columns: int, scored: bool) -> None:
     """Resolves "auto" for data of `columns` text columns (with scores or
     not) and checks the loss fits that data."""
-    owner = f"{self.name}.fit"
-    name = self._loss_choice
-    if name == "auto":
-      name = "cosent" if scored else "ranking"
-    wanted = {"cosent": (2, True), "triplet": (3, False)}.get(name)
-    if wanted is not None and (columns, scored) != wanted:
-      raise ConfigError(
-          f"{owner}: loss={name!r} takes x=" + (
-              "(a, b) pairs and y=scores" if name == "cosent"
-              else "(anchors, positives, negatives) and no y"))
-    if name.endswith("ranking") and (columns < 2 or scored):
-      raise ConfigError(f"{owner}: loss={name!r} takes x=(anchors, positives"
-                        "[, negatives ...]) and no y")
+    name = resolve_loss(f"{self.name}.fit", self._loss_choice, columns,
+                        scored)
     if name != self._loss_name:
       self._loss_name = name
       names = self.stat_names
@@ -111,20 +100,12 @@ class EmbeddingTraining:
 
   def objective(self, x, y, outputs):
     """Stats of a batch of columns; embeddings [batch, k, dim]."""
-    from bert import embedding_losses as losses  # pylint: disable=g-import-not-at-top
     del x
-    e = outputs["embeddings"]
-    if e.shape.rank != 3:
+    if outputs["embeddings"].shape.rank != 3:
       raise ValueError(f"{self.name}: training takes columns of texts "
                        "({'text_0': inputs, 'text_1': inputs, ...})")
-    columns = [e[:, i] for i in range(e.shape[1])]
-    name = self._loss_name
-    if name == "cosent":
-      return losses.cosent_stats(columns[0], columns[1], y, scale=self.scale)
-    if name == "triplet":
-      return losses.triplet_stats(*columns[:3], margin=self.margin)
-    return losses.ranking_stats(columns[0], columns[1:], scale=self.scale,
-                                symmetric=name == "symmetric_ranking")
+    return loss_stats(self._loss_name, outputs["embeddings"], y,
+                      scale=self.scale, margin=self.margin)
 
   # ------------------------------------------------------------ evaluate
   def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
@@ -149,6 +130,57 @@ class EmbeddingTraining:
     return retrieval_evaluation(self, columns[0], columns[1], size)
 
 
+# ------------------------------------------------------------- the loss
+# One definition each, shared by `fit` (`objective`) and `bert-train
+# --task=embedding` (`EmbeddingTask.compute_stats`).
+def resolve_loss(owner: str, choice: str, columns: int, scored: bool,
+                 data: Optional[str] = None) -> str:
+  """The loss `choice` ("auto" resolved) for data of `columns` text
+  columns, with scores or not; a ConfigError naming `owner` if it does not
+  fit that data, saying what it takes in `fit`'s terms (x, y) or, given
+  `data` (where the data comes from), in general terms and then `data`."""
+  name = choice
+  if name == "auto":
+    name = "cosent" if scored else "ranking"
+  kind = name if name in ("cosent", "triplet") else "ranking"
+  fits = {"cosent": (columns, scored) == (2, True),
+          "triplet": (columns, scored) == (3, False),
+          "ranking": columns >= 2 and not scored}[kind]
+  if not fits:
+    takes = ({"cosent": "x=(a, b) pairs and y=scores",
+              "triplet": "x=(anchors, positives, negatives) and no y",
+              "ranking": "x=(anchors, positives[, negatives ...]) and no y"}
+             if data is None else
+             {"cosent": "(a, b) pairs with scores",
+              "triplet": "(anchor, positive, negative) triplets, no scores",
+              "ranking": "(anchor, positive[, negative ...]) columns, no "
+                         "scores"})[kind]
+    raise ConfigError(f"{owner}: loss={name!r} takes {takes}"
+                      + (f"; {data}" if data else ""))
+  return name
+
+
+def stat_names_of(loss: str):
+  """The stats `loss_stats` gives for the (resolved) `loss`."""
+  return ("loss",) if loss == "cosent" else ("loss", "accuracy")
+
+
+def loss_stats(loss: str, embeddings, scores=None, scale: float = 20.0,
+               margin: float = 5.0):
+  """`bert.embedding_losses` stats of the (resolved) `loss` on a batch of
+  columns: embeddings [batch, k, dim] (anchors, positives, ...), scores
+  [batch] (CoSENT's gold similarities)."""
+  from bert import embedding_losses as losses  # pylint: disable=g-import-not-at-top
+  columns = [embeddings[:, i] for i in range(embeddings.shape[1])]
+  if loss == "cosent":
+    return losses.cosent_stats(columns[0], columns[1], scores, scale=scale)
+  if loss == "triplet":
+    return losses.triplet_stats(*columns[:3], margin=margin)
+  return losses.ranking_stats(columns[0], columns[1:], scale=scale,
+                              symmetric=loss == "symmetric_ranking")
+
+
+# ----------------------------------------------------------- evaluation
 def sts_evaluation(model, a, b, scores, batch_size: int = 32) -> Dict[str, float]:
   from bert import metrics  # pylint: disable=g-import-not-at-top
   return metrics.sts_metrics(model.encode(a, batch_size=batch_size),
@@ -159,19 +191,29 @@ def retrieval_evaluation(model, queries, documents, batch_size: int = 32,
                          k: int = 100) -> Dict[str, float]:
   """Retrieval metrics of `queries` against the distinct `documents`, the
   i-th query's relevant document being documents[i]."""
+  corpus, doc_ids = unique_texts(documents)
+  return retrieval_of_embeddings(
+      model.encode_queries(list(queries), batch_size=batch_size),
+      model.encode_documents(corpus, batch_size=batch_size), doc_ids,
+      model.similarity, k)
+
+
+def retrieval_of_embeddings(queries, corpus, relevant_ids, similarity: str,
+                            k: int = 100) -> Dict[str, float]:
+  """Retrieval metrics of queries [n, dim] searched in corpus [m, dim]
+  (`bert.retrieval.Index`, exact, by `similarity`), query i's relevant
+  document being corpus[relevant_ids[i]]."""
   from bert import metrics  # pylint: disable=g-import-not-at-top
   from bert import retrieval  # pylint: disable=g-import-not-at-top
-  corpus, doc_ids = unique_texts(documents)
-  index = retrieval.Index(model.dim, metric=model.similarity)
-  index.add(model.encode_documents(corpus, batch_size=batch_size))
+  index = retrieval.Index(corpus.shape[1], metric=similarity)
+  index.add(corpus)
   depth = min(k, len(corpus))
-  _, ranked = index.search(model.encode_queries(list(queries),
-                                                batch_size=batch_size), k=depth)
+  _, ranked = index.search(queries, k=depth)
   # A corpus under 10 documents: the cutoffs it can hold.
   cut = min(10, depth)
   return metrics.retrieval_metrics(
-      ranked, [{i} for i in doc_ids], ks=tuple(c for c in (1, 5, 10) if c <= depth),
-      mrr_at=cut, ndcg_at=cut)
+      ranked, [{int(i)} for i in relevant_ids],
+      ks=tuple(c for c in (1, 5, 10) if c <= depth), mrr_at=cut, ndcg_at=cut)
 
 
 def unique_texts(texts):

@@ -11,6 +11,7 @@ from bert.checkpoints import sentence_transformers as st_layout
 from bert.layers.sentence_pooling import SentencePooling, check_modes
 from bert.models import embedding_objective as objective_lib
 from bert.models._base import EncoderModel
+from bert.models.embedder_layout import build_embedder, prompt_arguments
 from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.models.pretrained import load_pretrained
 from bert.validation import ConfigError, check_int
@@ -115,42 +116,16 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
 
     def build(ckpt):
       found = st_layout.read_layout(ckpt.folder) if ckpt.folder else None
-      if found is None and pooling is None:
-        raise ConfigError(
-            f"{owner}: {source} has no sentence-transformers modules.json to "
-            "say how to pool; pass pooling='mean' (or 'cls', 'max')")
       layout["found"] = found
-      dense_config = dense
-      if dense_config is None:
-        dense_config = [dict(units=d.kernel.shape[1], activation=d.activation,
-                             use_bias=d.bias is not None,
-                             residual=d.residual is not None)
-                        for d in (found.dense if found else ())]
-      model = cls(ckpt.encoder,
-                  pooling=pooling if pooling is not None else found.pooling,
-                  dense=dense_config,
-                  normalize=(normalize if normalize is not None
-                             else bool(found and found.normalize)))
-      if dense is None and found and found.dense:
-        for (layer, residual), weights in zip(
-            model._dense, st_layout.dense_weights(list(found.dense))):
-          layer.set_weights(weights[:len(layer.weights)])
-          if residual is not None:
-            residual.set_weights(weights[len(layer.weights):])
-      return model
+      return build_embedder(cls, ckpt.encoder, found, pooling=pooling,
+                            dense=dense, normalize=normalize, owner=owner,
+                            source=source)
 
     ckpt, model = load_pretrained(source, build, owner=owner,
                                   precision=precision)
     found = layout["found"]
-    kwargs = dict(prompts=found.prompts if found else {},
-                  default_prompt_name=found.default_prompt_name if found else None)
-    if prompts is not None:
-      kwargs.update(prompts=prompts, default_prompt_name=default_prompt_name)
-    elif default_prompt_name is not None:
-      kwargs["default_prompt_name"] = default_prompt_name
-    if found is not None and not found.include_prompt and kwargs["prompts"]:
-      raise ConfigError(f"{owner}: {source} pools without its prompt tokens "
-                        "(include_prompt false), which is not supported yet")
+    kwargs = prompt_arguments(found, prompts, default_prompt_name,
+                              owner=owner, source=source)
     if lower_case is not None:
       kwargs["lower_case"] = lower_case
     if seq_length is None and found is not None and found.max_seq_length:
@@ -160,8 +135,6 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
       kwargs["seq_length"] = seq_length
     model.attach_preprocessor(TextEmbedderPreprocessor.from_checkpoint(
         ckpt, **kwargs))
-    object.__setattr__(model, "similarity",
-                       found.similarity if found else "cosine")
     return model
 
   similarity = "cosine"
@@ -222,8 +195,20 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
     return self._embed_fn
 
   def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
-    raise NotImplementedError("the embedder's serving export comes with "
-                              "bert-export --kind=embedder")
+    """Serving SavedModel: raw strings -> `embeddings` (float32 [batch,
+    dim]), TF Hub's text-embedding interface (`tf.saved_model.load(path)
+    (texts)`); the rows `encode` gives, normalised as the model does, with
+    its default prompt. `precision`: fp32, bf16, int8 or auto (see
+    `bert.export.write_serving`); a reduced one needs `gate`: an
+    `AccuracyGate` or a dev file (`bert.serving.gate.embedding_gate`: a
+    SQuAD json for recall@1, an STS tsv for Spearman), and is refused when
+    it scores more than 0.5 points below fp32. Returns the manifest."""
+    from bert import export  # pylint: disable=g-import-not-at-top
+    pre = self._needs_preprocessor("export")
+    return export.export_embedder(
+        self, path, pre.vocabulary, pre.lower_case, pre.seq_length,
+        precision=precision, length_buckets=pre.length_buckets, gate=gate,
+        prompt=pre.prompt())
 
   def get_config(self):
     return dict(super().get_config(), pooling=list(self.pooling),

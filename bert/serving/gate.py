@@ -5,7 +5,8 @@ Both exports run end to end from the raw strings (the serving callables of
 `bert.serving.loader`), so the gate measures what serving will answer.
 Scores are in points (0-100): accuracy for classification (Pearson r x 100
 for regression), entity F1 for tagging, F1 for SQuAD (limits 0.5, 0.5 and
-1.0 points by default).
+1.0 points by default); for a text embedder, retrieval recall@1 x 100 or STS
+Spearman x 100 (limit 0.5 points: 0.005 of recall or of Spearman's rho).
 """
 
 import dataclasses
@@ -13,9 +14,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
+from bert.errors import DataError
 from bert.validation import ConfigError
 
-DEFAULT_MAX_DROP = {"classifier": 0.5, "tagger": 0.5, "span_labeler": 1.0}
+DEFAULT_MAX_DROP = {"classifier": 0.5, "tagger": 0.5, "span_labeler": 1.0,
+                    "embedder": 0.5}
 
 
 class AccuracyGateError(ValueError):
@@ -67,6 +70,10 @@ class AccuracyGate:
     ref = self.evaluate(reference)
     got = self.evaluate(candidate)
     drop = ref - got
+    if not np.isfinite(drop):     # a NaN would pass any comparison
+      raise AccuracyGateError(
+          f"{precision} export refused: {self.metric} on {self.source} is "
+          f"{got} at {precision} vs {ref} at fp32, not a number")
     figures = dict(metric=self.metric, source=self.source, fp32=round(ref, 4),
                    **{precision: round(got, 4)}, max_drop=self.max_drop)
     if drop > self.max_drop:
@@ -157,3 +164,100 @@ def squad_gate(questions: Sequence[str], contexts: Sequence[str],
                       score, "F1", source,
                       DEFAULT_MAX_DROP["span_labeler"] if max_drop is None
                       else max_drop)
+
+
+# ---------------------------------------------------------------- embedder
+def _distinct_texts(texts: Sequence[str]):
+  """(the distinct texts, shortest first; each text's index among them):
+  the gate's batches then hold texts of similar length, each cut to a
+  short bucket, and a text given twice is embedded once."""
+  distinct = sorted(set(texts), key=lambda t: (len(t), t))
+  where = {t: i for i, t in enumerate(distinct)}
+  return distinct, np.array([where[t] for t in texts], np.int64)
+
+
+def _embedder_max_drop(max_drop):
+  return DEFAULT_MAX_DROP["embedder"] if max_drop is None else max_drop
+
+
+def retrieval_gate(queries: Sequence[str], documents: Sequence[str],
+                   relevant: Sequence[int], source: str,
+                   max_drop: Optional[float] = None) -> AccuracyGate:
+  """Recall@1 (x 100, points) of the served `embeddings`: query i is right
+  when its most cosine-similar document is `documents[relevant[i]]` (or a
+  document of the same text)."""
+  if not len(queries) or len(queries) != len(relevant):
+    raise ConfigError(f"retrieval gate on {source}: give one relevant "
+                      "document index per query, and at least one query")
+  n = len(documents)
+  if any(not 0 <= int(r) < n for r in relevant):
+    raise ConfigError(f"retrieval gate on {source}: relevant indices must be "
+                      f"in [0, {n})")
+  texts, index = _distinct_texts(list(queries) + list(documents))
+  query_rows, document_rows = index[:len(queries)], index[len(queries):]
+  gold = document_rows[np.asarray(relevant, np.int64)]
+
+  def score(out):
+    from bert import metrics, retrieval  # pylint: disable=g-import-not-at-top
+    e = out["embeddings"]
+    search = retrieval.Index(e.shape[-1])
+    search.add(e[document_rows])         # ids: positions in document_rows
+    _, nearest = search.search(e[query_rows], k=1)           # [queries, 1]
+    found = document_rows[nearest]            # a duplicate text counts too
+    relevant = [{g} for g in gold]
+    return 100.0 * metrics.retrieval_metrics(found, relevant, ks=(1,), mrr_at=1,
+                                             ndcg_at=1)["recall@1"]
+
+  return AccuracyGate({"text": texts}, score, "recall@1", source,
+                      _embedder_max_drop(max_drop))
+
+
+def sts_gate(texts_a: Sequence[str], texts_b: Sequence[str],
+             scores: Sequence[float], source: str,
+             max_drop: Optional[float] = None) -> AccuracyGate:
+  """Spearman's rho (x 100, points) of the cosine of each pair's served
+  `embeddings` against the gold `scores`."""
+  if not len(texts_a) or not len(texts_a) == len(texts_b) == len(scores):
+    raise ConfigError(f"STS gate on {source}: texts_a, texts_b and scores must "
+                      "be non-empty and of one length")
+  gold = np.asarray(scores, np.float64)
+  if not np.all(np.isfinite(gold)) or np.ptp(gold) == 0:
+    raise ConfigError(f"STS gate on {source}: the scores must be finite and "
+                      "not all equal")
+  texts, index = _distinct_texts(list(texts_a) + list(texts_b))
+  a, b = index[:len(texts_a)], index[len(texts_a):]
+
+  def score(out):
+    from bert import metrics  # pylint: disable=g-import-not-at-top
+    e = out["embeddings"]
+    return 100.0 * metrics.sts_metrics(e[a], e[b], gold)["spearman"]
+
+  return AccuracyGate({"text": texts}, score, "STS Spearman", source,
+                      _embedder_max_drop(max_drop))
+
+
+def embedding_gate(path: str, max_drop: Optional[float] = None) -> AccuracyGate:
+  """The gate of an embedder export from a dev file:
+
+  - a SQuAD json (v1.1 or v2.0): retrieval, every question against every
+    distinct paragraph of the file (`retrieval_gate`);
+  - a tab-separated file whose header names `sentence1`, `sentence2` and
+    `score` (GLUE's STS-B, sentence-transformers' stsbenchmark.tsv): STS
+    (`sts_gate`).
+  """
+  if str(path).endswith(".json"):
+    from bert.data import squad_json  # pylint: disable=g-import-not-at-top
+    examples = squad_json.read_squad(str(path))
+    contexts = list(dict.fromkeys(e.context for e in examples))
+    where = {c: i for i, c in enumerate(contexts)}
+    return retrieval_gate([e.question for e in examples], contexts,
+                          [where[e.context] for e in examples], str(path),
+                          max_drop)
+  from bert.data import text_columns  # pylint: disable=g-import-not-at-top
+  rows = text_columns.read_text_columns(str(path), ("sentence1", "sentence2"),
+                                        score_column="score")
+  if len(rows) < 2:
+    raise DataError(f"{path}: {len(rows)} scored pair(s); a rank correlation "
+                    "needs at least 2")
+  return sts_gate(rows.texts[0], rows.texts[1], rows.scores, str(path),
+                  max_drop)

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
+from bert.serving.embedder import ServedEmbedder
 from bert.serving.tflite import PRECISIONS
 from bert.untrusted import first_line, named_path, read_json
 
@@ -120,7 +121,8 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
   """The serving callable of an export: `f(text=[...])`, `f(text=..,
   text_b=..)`, `f(question=.., context=..)` -> the dict of tensors of the
   SavedModel's `serving_default`, at the precision and on the runtime the
-  export was written for.
+  export was written for. An embedder's also has `encode(texts)` -> NumPy
+  [n, dim] (`bert.serving.embedder.ServedEmbedder`).
 
   Args:
     num_threads: TFLite threads (default: all cores); SavedModels use
@@ -157,6 +159,8 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
     function = StagedServing(signatures["preprocess"], network,
                              signatures["postprocess"], names,
                              empty_network=signatures["network"])
+  if manifest.get("kind") == "embedder":
+    function = ServedEmbedder(function)
   function.manifest = manifest
   # Keeps the SavedModel's resources (tables, variables) alive.
   function.saved_model = loaded

@@ -42,7 +42,7 @@ def encoded_chunks(task: FinetuningTask, split: str, chunk_rows: int,
     yield from chunks(split, chunk_rows, select)
     return
   data = task.encode(split)
-  n = len(data["input_word_ids"])
+  n = len(next(iter(data.values())))   # (features of a row of any layout)
   for k, start in enumerate(range(0, n, chunk_rows)):
     yield ({k_: v[start:start + chunk_rows] for k_, v in data.items()}
            if select is None or select(k) else None)

@@ -23,6 +23,7 @@ import tensorflow as tf
 # the bert.tasks package is initialised, which Python does before this module.
 from bert.tasks.base import build_task
 from bert.tasks.classification import ClassificationTask
+from bert.tasks.embedding import EmbeddingTask
 from bert.tasks.question_answering import QuestionAnsweringTask
 from bert.tasks.token_classification import TokenClassificationTask
 from bert import checkpoints
@@ -199,12 +200,13 @@ def _gin_config_of_its_own():
 
 def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
                    precision: str = "fp32",
-                   max_accuracy_drop: Optional[float] = None) -> dict:
+                   max_accuracy_drop: Optional[float] = None,
+                   gate=None) -> dict:
   """Exports the serving model of a fine-tuned `bert-train` run, by its task:
-  classifier, span_labeler or tagger, at `precision` (fp32, bf16, int8).
-  A reduced precision must pass the accuracy gate on the task's eval split
-  (`max_accuracy_drop` points below fp32; default per task, see
-  `bert.serving.gate`) or nothing is written. Returns the export's manifest
+  classifier, span_labeler, tagger or embedder, at `precision` (fp32, bf16,
+  int8). A reduced precision must pass the accuracy gate (`gate`, default
+  the task's eval split, `max_accuracy_drop` points below fp32; default per
+  task, see `bert.serving.gate`) or nothing is written. Returns the export's manifest
   (its `kind`, `precision`, the gate's figures); a `kind` given that the run
   is not is an error, before anything is written."""
   from bert import export  # pylint: disable=g-import-not-at-top
@@ -212,7 +214,8 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
   task, model = load_trained_task(model_dir)
   kinds = ((ClassificationTask, "classifier"),
            (TokenClassificationTask, "tagger"),
-           (QuestionAnsweringTask, "span_labeler"))
+           (QuestionAnsweringTask, "span_labeler"),
+           (EmbeddingTask, "embedder"))
   for task_class, run_kind in kinds:
     if isinstance(task, task_class):
       if kind is not None and kind != run_kind:
@@ -220,8 +223,8 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
                           f"use --kind={run_kind}")
       # The same export as a model trained from Python (`model.export`).
       model.attach_preprocessor(task.preprocessor())
-      gate = (None if precision == "fp32"
-              else task.serving_gate(max_drop=max_accuracy_drop))
+      if gate is None and precision != "fp32":
+        gate = task.serving_gate(max_drop=max_accuracy_drop)
       return model.export(path, precision=precision, gate=gate)
   raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
-                   "serving export (classification, QA and tagging do)")
+                   "serving export (classification, QA, tagging and embedding do)")

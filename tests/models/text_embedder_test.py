@@ -200,3 +200,15 @@ def test_mismatched_columns_are_one_line(minilm):
   with pytest.raises(DataError) as e:
     minilm.evaluate((["a", "b"], ["c", "d"]), [0.5])
   one_line(e, "y: 1 scores", "2 pairs")
+
+
+def test_bf16_encode_agrees_with_fp32(minilm):
+  # precision="auto" picks bf16 on a CPU with AVX512_BF16/AMX; bf16 is
+  # asked for here, so the check runs on every CPU (slowly where emulated).
+  texts = shared_texts()[:24]
+  bf16 = BertTextEmbedder.from_pretrained(minilm_dir(), precision="bf16")
+  assert bf16.compute_dtype == "bfloat16"
+  ours, full = bf16.encode(texts), minilm.encode(texts)
+  assert ours.dtype == np.float32
+  assert _cosines(ours, full).min() >= 0.999
+  assert max_abs_diff(ours, full) > 1e-6     # it did compute in bf16

@@ -11,6 +11,7 @@ import pytest
 from bert import BertConfig
 from bert import configs
 from bert.tasks import PretrainingTask  # registers the tasks with gin
+from bert.models.embedding_objective import default_recipe
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.tasks import build_task
 from conftest import REPO_ROOT, minilm_dir
@@ -22,6 +23,9 @@ CONFIG_DIR = os.path.dirname(configs.__file__)
 INCLUDE_ONLY = {"finetune_classification.gin"}
 # Needs a trained teacher run: parsed and run by tests/tasks/distillation_test.
 NEEDS_TEACHER = {"distill.gin"}
+# Sentence embeddings train with sentence-transformers' recipe (no warmup,
+# no weight decay, epsilon 1e-8: `BertTextEmbedder.compile()`'s), not BERT's.
+EMBEDDING = {"embedding.gin", "embedding_squad.gin"}
 
 
 def parse(name, *bindings):
@@ -64,7 +68,8 @@ def test_every_bundled_config_parses():
     if pretraining:
       assert runtime.train_steps > 0
     else:
-      assert runtime.train_steps is None and opt.warmup_fraction == 0.1
+      assert runtime.train_steps is None
+      assert opt.warmup_fraction == (0.0 if name in EMBEDDING else 0.1)
       assert task.config.hidden_size == 384        # MiniLM from INIT_CHECKPOINT
   task, _, _ = parse("glue_stsb.gin", f"INIT_CHECKPOINT = '{minilm_dir()}'")
   assert task.regression and task.metric_names == ("pearson", "spearman")
@@ -125,6 +130,7 @@ def test_fine_tuning_configs_use_the_one_recipe():
   assert len(names) >= 13
   for name in names:
     _, runtime, opt = parse(name, f"INIT_CHECKPOINT = '{minilm_dir()}'")
-    expected = recipe if name != "swag.gin" else OptimizerConfig(learning_rate=2e-5)
+    expected = (OptimizerConfig(learning_rate=2e-5) if name == "swag.gin"
+                else default_recipe() if name in EMBEDDING else recipe)
     assert opt == expected, name
     assert runtime.strategy == "auto", name

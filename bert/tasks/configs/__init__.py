@@ -8,6 +8,7 @@ Each concern is one gin-configurable class, checked once in its
   ScheduleConfig    how long fine-tuning runs (epochs)
   HeadConfig        the task head (dropout)
   *Data             the task's files and how to read them
+  EmbedderConfig    a sentence embedder's pooling and contrastive loss
   AnswerConfig      SQuAD answer search (post-processing)
   DistillationConfig  a student's losses against its teacher
   PretrainingInputs the pre-training records and how they are read and masked
@@ -25,9 +26,11 @@ from bert.tasks.configs.common import (Encoder, EncoderSource, FinetuningInputs,
 from bert.tasks.configs.data import (AnswerConfig, ClassificationData,
                                      DataFiles, MultipleChoiceData,
                                      PretrainingInputs, SquadData, TaggingData)
+from bert.tasks.configs.embedding import EmbedderConfig, EmbeddingData
 from bert.distillation import DistillationConfig
 
-__all__ = ["AnswerConfig", "ClassificationData", "DataFiles", "DistillationConfig", "Encoder",
+__all__ = ["AnswerConfig", "ClassificationData", "DataFiles", "DistillationConfig",
+           "EmbedderConfig", "EmbeddingData", "Encoder",
            "EncoderSource", "FinetuningInputs", "HeadConfig",
            "MultipleChoiceData", "PretrainingInputs", "ScheduleConfig",
            "SquadData", "TaggingData", "or_default"]
