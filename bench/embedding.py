@@ -8,7 +8,7 @@ and writing its figures as JSON (--json).
   python -m bench.embedding speed     [--parts encode,train] [--repeats 3]
       [--encode_impls ...] [--train_impls ...] [--articles 0]
       [--train_steps 20] [--export_precisions fp32,bf16,int8]
-      [--exports NAME=DIR,...]
+      [--exports NAME=DIR,...] [--omp_wait_policy PASSIVE]
 
 parity: 2,000 real texts of different lengths, a third each of SST-2 (dev,
   then train), SQuAD 1.1 dev paragraphs and WNUT-17 (dev, test) sentences,
@@ -32,12 +32,14 @@ speed, one run, interleaved:
   encode: every SQuAD dev paragraph, then every question, raw strings to
     normalised float32 vectors, batches of 32: ours `encode(normalize=True)`
     (fp32; `ours_auto` from_pretrained(precision="auto")), our serving
-    exports through `bert.serving.load_serving` (`export_<precision>`,
-    written by `bert-export --kind=embedder` for --export_precisions, or
-    given ready with --exports; texts sent in length order in batches of 32,
-    as sentence-transformers' encode orders them), and sentence-transformers'
-    backends (`bench._st_worker`: torch fp32, torch bf16 weights, torch bf16
-    autocast, ONNX fp32, ONNX int8 from `export_dynamic_quantized_onnx_model`).
+    exports through `bert.export.load_serving(path).encode` (`export_<
+    precision>`, written under --work_dir by `bert-export --kind=embedder`
+    for --export_precisions, bf16 and int8 behind the gate on --gate_data,
+    SQuAD dev recall@1; or given ready with --exports), and
+    sentence-transformers' backends (`bench._st_worker`: torch fp32, torch
+    bf16 weights, torch bf16 autocast, ONNX fp32, ONNX int8 from
+    `export_dynamic_quantized_onnx_model`; the ONNX ones in the venv of
+    bench/make_st_onnx_venv.sh when this one cannot run them).
     One untimed full pass each first (tracing, kernels; its vectors give
     each implementation's recall@1 / MRR@10 and its cosine to ours), then
     --repeats rounds, each timing one full pass of every implementation, the
@@ -67,6 +69,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,10 +87,9 @@ TARGETS = dict(cosine=0.99999, max_abs_diff=1e-5, retrieval=0.05,
 ST_IMPLS = ("st_torch_fp32", "st_torch_bf16", "st_torch_bf16_autocast",
             "st_onnx_fp32", "st_onnx_int8")
 ENCODE_IMPLS = ("ours", "ours_auto") + ST_IMPLS
-DEFAULT_ENCODE = ("ours", "st_torch_fp32", "st_torch_bf16", "st_onnx_fp32",
-                  "st_onnx_int8")
+DEFAULT_ENCODE = ENCODE_IMPLS
 TRAIN_IMPLS = ("ours", "ours+xla", "ours_auto", "st")
-DEFAULT_TRAIN = ("ours", "ours+xla", "st")
+DEFAULT_TRAIN = TRAIN_IMPLS
 RETRIEVAL_KEYS = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10")
 
 
@@ -243,6 +245,14 @@ def load_ours(precision="fp32"):
   from bert.models import BertTextEmbedder  # pylint: disable=g-import-not-at-top
   from bert.testing import minilm_dir  # pylint: disable=g-import-not-at-top
   return BertTextEmbedder.from_pretrained(minilm_dir(), precision=precision)
+
+
+def precision_info(model):
+  """The precision `from_pretrained` chose ("auto") or was given."""
+  choice = getattr(model, "precision_choice", None)
+  if choice is None:
+    return dict(precision="fp32")
+  return dict(precision=choice.name, reason=choice.reason)
 
 
 def rank(query_vectors, corpus_vectors, depth=100):
@@ -428,32 +438,21 @@ def run_retrieval(args):
 
 # ------------------------------------------------------------------ speed
 class ExportEncoder:
-  """A serving export (`bert.serving.load_serving`) as an encoder: texts in
-  length order (longest first, as sentence-transformers orders them) in
-  batches, the vectors normalised, back in input order."""
+  """A serving export through `bert.serving.load_serving` as an encoder:
+  its `encode(texts, batch_size)` (texts in length order, each batch cut to
+  its bucket), the vectors then normalised as the other implementations'."""
 
   def __init__(self, path):
     import numpy as np  # pylint: disable=g-import-not-at-top
-    from bert.serving import load_serving  # pylint: disable=g-import-not-at-top
+    from bert.export import load_serving  # pylint: disable=g-import-not-at-top
     from bert.serving.loader import read_manifest  # pylint: disable=g-import-not-at-top
     self.np = np
     self.serving = load_serving(path, num_threads=THREADS)
     self.manifest = read_manifest(path)
-    self.input = self.serving.string_inputs[0]
 
   def encode(self, texts, batch_size=BATCH):
     np = self.np
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    out = [None] * len(texts)
-    for i in range(0, len(order), batch_size):
-      rows = order[i:i + batch_size]
-      result = self.serving(**{self.input: np.array([texts[j] for j in rows],
-                                                   object)})
-      key = next((k for k in ("embeddings", "default") if k in result),
-                 next(iter(result)))
-      for j, v in zip(rows, np.asarray(result[key])):
-        out[j] = v
-    v = np.stack(out).astype(np.float32)
+    v = self.serving.encode(texts, batch_size=batch_size)
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
 
 
@@ -468,11 +467,19 @@ def prepare_exports(args):
     exports[name if name.startswith("export_") else f"export_{name}"] = path
   for p in filter(None, args.export_precisions.split(",")):
     out = os.path.join(args.work_dir, f"embedder_{p}")
-    if not os.path.exists(os.path.join(out, "saved_model.pb")):
+    source = dict(commit=commit(), precision=p, gate_data=args.gate_data,
+                  flags=args.export_flags)
+    stamp = out + ".source.json"
+    if os.path.exists(stamp):
+      with open(stamp, encoding="utf-8") as f:
+        if json.load(f) != source:
+          os.remove(stamp)
+    if not os.path.exists(stamp):
+      shutil.rmtree(out, ignore_errors=True)
       argv = [sys.executable, "-m", "bert.scripts.export", "--kind=embedder",
               f"--checkpoint={minilm_dir()}", f"--output={out}"]
       if p != "fp32":
-        argv.append(f"--precision={p}")
+        argv += [f"--precision={p}", f"--gate_data={args.gate_data}"]
       argv += args.export_flags.split()
       print(f"exporting {p}: {' '.join(argv[1:])}", flush=True)
       done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
@@ -482,6 +489,8 @@ def prepare_exports(args):
         print(f"warning: bert-export --kind=embedder --precision={p} failed "
               f"({tail[-1] if tail else '?'}); export_{p} left out", flush=True)
         continue
+      with open(stamp, "w", encoding="utf-8") as f:
+        json.dump(source, f)
     exports[f"export_{p}"] = out
   return exports
 
@@ -503,8 +512,7 @@ def speed_encode(args, report, lines):
         model = load_ours("auto" if impl == "ours_auto" else "fp32")
         encoders[impl] = lambda t, m=model: m.encode(
             t, batch_size=BATCH, normalize=True, show_progress=False)
-        choice = getattr(model, "precision_choice", None)
-        info[impl] = dict(precision=str(getattr(choice, "precision", "fp32")))
+        info[impl] = precision_info(model)
       elif impl in exports:
         export = ExportEncoder(exports[impl])
         encoders[impl] = export.encode
@@ -628,8 +636,7 @@ class OursTrainer:
     recipe = dataclasses.replace(default_recipe(), num_train_steps=total_steps)
     kwargs = {} if impl == "ours_auto" else dict(jit_compile=impl == "ours+xla")
     self.model.compile(optimizer=recipe, **kwargs)
-    choice = getattr(self.model, "precision_choice", None)
-    self.info = dict(precision=str(getattr(choice, "precision", "fp32")),
+    self.info = dict(precision_info(self.model),
                      jit_compile=bool(self.model.jit_compile))
 
   def round(self, pairs, seed):
@@ -763,9 +770,12 @@ def main(argv=None):
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--train_steps", type=int, default=20,
                       help="steps per timed epoch (pairs = steps x 32)")
-  parser.add_argument("--export_precisions", default="",
+  parser.add_argument("--export_precisions", default="fp32,bf16,int8",
                       help="bert-export --kind=embedder at these precisions "
                       "(fp32,bf16,int8), timed as export_<precision>")
+  parser.add_argument("--gate_data", default=None,
+                      help="bert-export --gate_data of the bf16/int8 exports "
+                      "(default: SQuAD 1.1 dev, recall@1)")
   parser.add_argument("--export_flags", default="",
                       help="more bert-export flags (e.g. the gate's)")
   parser.add_argument("--exports", default="",
@@ -791,6 +801,9 @@ def main(argv=None):
     if unknown:
       parser.error(f"{name}: unknown {unknown}; choose from {list(known)}")
   os.makedirs(args.work_dir, exist_ok=True)
+  if args.gate_data is None:
+    from bert.testing import shared_data  # pylint: disable=g-import-not-at-top
+    args.gate_data = shared_data("squad", "dev-v1.1.json")
   run = dict(parity=run_parity, retrieval=run_retrieval, speed=run_speed)
   report, lines = run[args.mode](args)
   path = args.json or os.path.join(args.work_dir, f"{args.mode}.json")

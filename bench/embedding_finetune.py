@@ -1,16 +1,17 @@
 """Contrastive fine-tuning of all-MiniLM-L6-v2 on SQuAD 1.1 dev, ours
 against sentence-transformers' trainer (issue 44, acceptance 3).
 
-  python -m bench.embedding_finetune [--seeds 0,1,2] [--impls fit,st]
+  python -m bench.embedding_finetune [--seeds 0,1,2] [--impls fit,st,bert-train]
       [--epochs 1] [--batch_size 32] [--learning_rate 5e-5]
       [--warmup_ratio 0.0] [--max_steps 0] [--articles 0] [--resume]
 
 The split: SQuAD dev's article titles (`bert.data.squad_json.
 article_titles`) halved by `squad_examples.split_articles(titles, 0.5,
-seed=--split_seed)`: the train half's (question, paragraph) pairs are the
-training data; the test half is the retrieval test, each of its questions
-against every distinct paragraph of the test half, its own paragraph
-relevant (recall@1, MRR@10, nDCG@10).
+seed=--split_seed)` (42, as `bench.embedding_squad_data` and
+configs/embedding_squad.gin): the train half's (question, paragraph) pairs
+are the training data; the test half is the retrieval test, each of its
+questions against every distinct paragraph of the test half, its own
+paragraph relevant (recall@1, MRR@10, nDCG@10).
 
 The recipe, the same on both sides: the in-batch ranking loss
 (MultipleNegativesRankingLoss: cosine x 20, the other rows' paragraphs as
@@ -22,17 +23,23 @@ pieces; the run's seed sets the data order, dropout and any initialisation
 (each library draws its own order from it).
   fit: `BertTextEmbedder.from_pretrained(minilm)`, `compile()` (the
     recipe above is its default; a warmup ratio is passed as an
-    `OptimizerConfig`), `fit((questions, paragraphs), batch_size=32)`,
-    `tf_keras.utils.set_random_seed(seed)` first; tested with
-    `evaluate((questions, paragraphs))` (bert.retrieval exact search,
-    bert.metrics.retrieval_metrics).
+    `OptimizerConfig`), `tf_keras.utils.set_random_seed(seed)`, and `fit`
+    on the batches `fit((questions, paragraphs), batch_size=32)` draws,
+    made by the preprocessor's `dataset(..., seed=seed)` so that the seed
+    also sets the data order (on raw texts `fit` shuffles with a fixed
+    seed, 42); tested with `evaluate((questions, paragraphs))`
+    (bert.retrieval exact search, bert.metrics.retrieval_metrics).
   st: `SentenceTransformerTrainer` + `MultipleNegativesRankingLoss`, the
     same arguments (`bench._st_worker`), tested with its own
     `InformationRetrievalEvaluator`.
-  bert-train: `bert-train --task=embedding` on the same pairs (the hook
-    for when that task lands).
+  bert-train: `bert-train --task=embedding_squad --mode=train_and_eval`
+    (configs/embedding_squad.gin: the same recipe) on the same pairs,
+    written as its JSON lines ({"question", "paragraph"}), with
+    `RuntimeConfig.seed` = `FinetuningInputs.seed` = the seed; its eval
+    split is the test half (the figures of its "final:" line).
 Zero-shot (the checkpoint untrained) is measured once per side. Every run
-is a process of its own with 2 intra-op threads, one after the other; the
+is a process of its own with 2 intra-op threads (bert-train: TensorFlow's
+default, all cores), one after the other; the
 results are written to --output after each run (--resume skips the runs
 already there). The summary: recall@1 (in points) per seed, mean and spread
 (min-max, standard deviation), the check "ours >= sentence-transformers -
@@ -41,7 +48,9 @@ already there). The summary: recall@1 (in points) per seed, mean and spread
 
 import argparse
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +72,19 @@ def split(args):
   return squad_examples.split_articles(titles, 0.5, args.split_seed)
 
 
+def write_jsonl(work_dir, train, test):
+  """The pairs as `bert-train --task=embedding_squad` reads them (the files
+  of `bench.embedding_squad_data`); the folder."""
+  folder = os.path.join(work_dir, "finetune_squad_data")
+  os.makedirs(folder, exist_ok=True)
+  for name, data in (("squad_train.jsonl", train), ("squad_test.jsonl", test)):
+    with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+      for question, r in zip(data["questions"], data["relevant"]):
+        f.write(json.dumps(dict(question=question, paragraph=data["corpus"][r]),
+                           ensure_ascii=False) + "\n")
+  return folder
+
+
 def prepare(args):
   """Writes the train pairs and the test set under --work_dir; their paths."""
   train_titles, test_titles = split(args)
@@ -72,6 +94,7 @@ def prepare(args):
                positive=[train["corpus"][r] for r in train["relevant"]])
   files = dict(
       train=E.write_json(args.work_dir, "finetune_train.json", pairs),
+      jsonl=write_jsonl(args.work_dir, train, test),
       test=E.write_json(args.work_dir, "finetune_test_ir.json", E.ir_data(test)),
       test_pairs=E.write_json(args.work_dir, "finetune_test_pairs.json", dict(
           questions=test["questions"],
@@ -104,14 +127,20 @@ def run_fit(spec):
                                  learning_rate=spec["learning_rate"],
                                  warmup_fraction=spec["warmup_ratio"])
     model.compile(optimizer=recipe)
-    kwargs = {}
+    # The batches `fit` draws from raw texts, shuffled with the run's seed
+    # (on raw texts `fit` shuffles with length_buckets.SHUFFLE_SEED whatever
+    # the global seed): the preprocessor's dataset, as `fit` makes it.
+    pre = model.preprocessor
+    features = pre.encode((train["anchor"], train["positive"]))
+    batches = pre.dataset(features, None, spec["batch_size"], training=True,
+                          seed=spec["seed"])
+    steps = pre.num_batches(features, spec["batch_size"])
+    epochs = spec["epochs"]
     if spec.get("max_steps"):
-      kwargs["steps_per_epoch"] = spec["max_steps"]
+      steps, epochs = spec["max_steps"], 1
     start = time.perf_counter()
-    history = model.fit((train["anchor"], train["positive"]),
-                        batch_size=spec["batch_size"],
-                        epochs=1 if spec.get("max_steps") else spec["epochs"],
-                        verbose=2, **kwargs)
+    history = model.fit(batches, steps_per_epoch=steps, epochs=epochs,
+                        verbose=2)
     result.update(train_seconds=time.perf_counter() - start,
                   steps=int(model.optimizer.iterations.numpy()),
                   train_loss=float(history.history["loss"][-1]))
@@ -123,15 +152,32 @@ def run_fit(spec):
   return result
 
 
-def run_bert_train(spec):
-  """`bert-train --task=embedding` on the train pairs: the hook for the
-  embedding task, which has not landed in this tree yet."""
-  gin = os.path.join(E.ROOT, "configs", "embedding.gin")
-  raise SystemExit(
-      f"--impls bert-train: {gin} is missing: bert-train --task=embedding "
-      "has not landed here yet; once it has, run it on the train pairs "
-      f"({spec['train']}) with seed {spec['seed']} and this recipe, and test "
-      "the run as run_fit does")
+def bert_train_argv(spec, model_dir):
+  """The `bert-train` command of one run (this Python's `bert.scripts`)."""
+  seed = spec["seed"]
+  params = [f"RuntimeConfig.seed={seed}", f"FinetuningInputs.seed={seed}",
+            f"FinetuningInputs.global_batch_size={spec['batch_size']}",
+            f"OptimizerConfig.learning_rate={spec['learning_rate']}",
+            f"OptimizerConfig.warmup_fraction={spec['warmup_ratio']}",
+            f"ScheduleConfig.num_train_epochs={float(spec['epochs'])}"]
+  if spec.get("max_steps"):
+    params.append(f"RuntimeConfig.train_steps={spec['max_steps']}")
+  return ([sys.executable, "-m", "bert.scripts.train", "--task=embedding_squad",
+           f"--init_checkpoint={spec['model']}", f"--data_dir={spec['jsonl']}",
+           f"--model_dir={model_dir}", "--mode=train_and_eval"]
+          + [f"--gin_param={p}" for p in params])
+
+
+def final_metrics(log_text):
+  """The figures of bert-train's last "final: name value | ..." line."""
+  lines = [l for l in log_text.splitlines() if l.startswith("final: ")]
+  if not lines:
+    raise RuntimeError("bert-train printed no final: line")
+  out = {}
+  for item in lines[-1][len("final: "):].split(" | "):
+    name, _, value = item.rpartition(" ")
+    out[name] = float(value)
+  return out
 
 
 # ---------------------------------------------------------- orchestration
@@ -140,9 +186,13 @@ def child(impl, spec, work_dir):
   name = f"finetune_{impl}_{'zero' if spec.get('zero_shot') else spec['seed']}"
   spec_path = E.write_json(work_dir, name + "_spec.json", spec)
   out = os.path.join(work_dir, name + "_result.json")
+  model_dir = os.path.join(work_dir, name + "_run")
   if impl == "st":
     argv = [sys.executable, "-m", "bench._st_worker", f"--finetune={spec_path}",
             f"--output={out}"]
+  elif impl == "bert-train":
+    shutil.rmtree(model_dir, ignore_errors=True)   # a fresh run, no resuming
+    argv = bert_train_argv(spec, model_dir)
   else:
     argv = [sys.executable, "-m", "bench.embedding_finetune", f"--child={impl}",
             f"--spec={spec_path}", f"--output={out}"]
@@ -155,8 +205,17 @@ def child(impl, spec, work_dir):
     with open(log, encoding="utf-8") as f:
       tail = [l for l in f.read().splitlines() if l.strip()][-1:] or ["?"]
     raise RuntimeError(f"{name} failed: {tail[0]} (see {log})")
-  with open(out, encoding="utf-8") as f:
-    result = json.load(f)
+  if impl == "bert-train":
+    with open(log, encoding="utf-8") as f:
+      metrics = final_metrics(f.read())
+    shutil.rmtree(model_dir, ignore_errors=True)
+    steps = spec.get("max_steps") or spec["epochs"] * math.ceil(
+        spec["train_pairs"] / spec["batch_size"])
+    result = dict(seed=spec["seed"], metrics=metrics, steps=steps,
+                  train_seconds=time.time() - start)   # with its evaluation
+  else:
+    with open(out, encoding="utf-8") as f:
+      result = json.load(f)
   result["wall_seconds"] = time.time() - start
   return result
 
@@ -240,14 +299,15 @@ def main(argv=None):
   parser = argparse.ArgumentParser(
       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--seeds", default="0,1,2")
-  parser.add_argument("--impls", default="fit,st", help=f"from {','.join(IMPLS)}")
+  parser.add_argument("--impls", default="fit,st,bert-train",
+                      help=f"from {','.join(IMPLS)}")
   parser.add_argument("--epochs", type=int, default=1)
   parser.add_argument("--max_steps", type=int, default=0,
                       help="steps instead of epochs (0: --epochs)")
   parser.add_argument("--batch_size", type=int, default=32)
   parser.add_argument("--learning_rate", type=float, default=5e-5)
   parser.add_argument("--warmup_ratio", type=float, default=0.0)
-  parser.add_argument("--split_seed", type=int, default=0)
+  parser.add_argument("--split_seed", type=int, default=42)
   parser.add_argument("--articles", type=int, default=0,
                       help="the first N articles only, split in half (0: all)")
   parser.add_argument("--no_zero_shot", action="store_true")
@@ -257,13 +317,13 @@ def main(argv=None):
                       default=os.path.join(E.HERE, ".serving", "embedding"))
   parser.add_argument("--output", default=None,
                       help="default: WORK_DIR/finetune.json")
-  parser.add_argument("--child", choices=IMPLS, help=argparse.SUPPRESS)
+  parser.add_argument("--child", choices=("fit",), help=argparse.SUPPRESS)
   parser.add_argument("--spec", help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
   if args.child:
     with open(args.spec, encoding="utf-8") as f:
       spec = json.load(f)
-    result = (run_fit if args.child == "fit" else run_bert_train)(spec)
+    result = run_fit(spec)
     with open(args.output, "w", encoding="utf-8") as f:
       json.dump(result, f)
     return
@@ -271,10 +331,6 @@ def main(argv=None):
   unknown = [i for i in impls if i not in IMPLS]
   if unknown:
     parser.error(f"--impls: unknown {unknown}; choose from {list(IMPLS)}")
-  if "bert-train" in impls and not os.path.exists(
-      os.path.join(E.ROOT, "configs", "embedding.gin")):
-    parser.error("--impls bert-train: bert-train --task=embedding has not "
-                 "landed in this tree (no configs/embedding.gin)")
   seeds = [int(s) for s in args.seeds.split(",") if s]
   os.makedirs(args.work_dir, exist_ok=True)
   output = args.output or os.path.join(args.work_dir, "finetune.json")
@@ -289,6 +345,7 @@ def main(argv=None):
       results = {f"{r['impl']}/{'zero' if r.get('zero_shot') else r['seed']}": r
                  for r in json.load(f)["runs"]}
   base = dict(model=minilm_dir(), train=files["train"], test=files["test"],
+              jsonl=files["jsonl"], train_pairs=info["train_pairs"],
               test_pairs=files["test_pairs"], batch_size=args.batch_size,
               epochs=args.epochs, max_steps=args.max_steps,
               learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio)
