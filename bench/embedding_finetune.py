@@ -249,6 +249,9 @@ def summarize(results, info, args):
                  train_minutes=statistics.mean(r.get("train_seconds", 0)
                                                for r in runs) / 60)
     rows[impl] = row
+  if "bert-train" in rows and rows.get("fit", {}).get("zero_shot") is not None:
+    # The same checkpoint and encoder as fit's, untrained.
+    rows["bert-train"]["zero_shot"] = rows["fit"]["zero_shot"]
   checks = {}
   ours = [i for i in ("fit", "bert-train") if rows.get(i, {}).get("mean") is not None]
   if "st" in rows and rows["st"].get("mean") is not None:
