@@ -85,8 +85,10 @@ class EmbeddingTraining:
     """Keras `fit` on raw columns of texts: x=(anchors, positives[,
     negatives ...]) for the ranking and triplet losses, x=(a, b) with
     y=scores for CoSENT; or batches as `TextEmbedderPreprocessor.dataset`
-    makes them. Batches are drawn at random (seeded by the global seed, as
-    `bert-train --task=embedding`), each column cut to its own length."""
+    makes them. Batches are drawn at random, each column cut to its own
+    length: the order `bert-train --task=embedding` draws at its default
+    `FinetuningInputs.seed` (`length_buckets.SHUFFLE_SEED`); another order
+    is `fit(preprocessor.dataset(features, training=True, seed=...))`."""
     raw, peeled = raw_inputs.raw(self, x)
     if raw:
       columns = len(peeled) if isinstance(peeled, tuple) else 1

@@ -79,7 +79,8 @@ def test_evaluate_loss_is_the_ranking_loss_of_encode(folder):
 @pytest.mark.heavy
 @pytest.mark.parametrize("loss,x,y", [
     ("ranking", (QUESTIONS, ANSWERS), None),
-    ("triplet", (QUESTIONS, ANSWERS, NEGATIVES), None),
+    pytest.param("triplet", (QUESTIONS, ANSWERS, NEGATIVES), None,
+                 marks=pytest.mark.slow),
     ("cosent", (QUESTIONS + QUESTIONS, ANSWERS + NEGATIVES),
      [1.0] * 6 + [0.0] * 6),
 ])

@@ -219,7 +219,8 @@ def test_bert_train_lowers_the_loss_and_evaluates(tmp_path):
   assert evaluated["mrr@10"] > untrained["mrr@10"] + 0.1, evaluated
 
 
-@pytest.mark.heavy
+# Slow (the default suite's time): the harness' resume check, as every task's.
+@pytest.mark.slow
 def test_a_resumed_run_lands_on_the_uninterrupted_runs_weights(tmp_path):
   """tests/harness.py `check_resume`: the random batches restart at the
   checkpoint's step (lanes, `start_step`), with the dropout masks. (The
@@ -255,7 +256,8 @@ def _parity(got, expected, rtol=1e-5, atol=1e-6):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("scored", [False, True], ids=["ranking", "cosent"])
+@pytest.mark.parametrize("scored", [
+    False, pytest.param(True, marks=pytest.mark.slow)], ids=["ranking", "cosent"])
 def test_fit_and_bert_train_take_the_same_steps(tmp_path, scored):
   """At one seed, with dropout, random batches and columns cut to their
   own buckets: `fit` on the file's raw texts and `bert-train` on the task
@@ -424,7 +426,9 @@ print("mirrored ok")
 """
 
 
-@pytest.mark.heavy
+# Slow: tests/embedding_losses_test.py proves 2 replicas = 1 on the losses in
+# the default suite; this runs the whole task on them.
+@pytest.mark.slow
 def test_two_replicas_take_one_replicas_steps(tmp_path):
   """Under MirroredStrategy (2 logical CPUs, a process of its own) the
   ranking loss of each step is the global batch's (each anchor ranks
