@@ -291,7 +291,9 @@ def test_fit_and_bert_train_take_the_same_steps(tmp_path, scored):
 
 
 # --------------------------------------------------------------- evaluation
-@pytest.mark.heavy
+# Slow (the default suite's time): the retrieval side of the same equality
+# runs in test_bert_train_lowers_the_loss_and_evaluates.
+@pytest.mark.slow
 def test_sts_eval_metrics_are_evaluates(tmp_path):
   """With scores, `bert-train`'s evaluation (each column of the eval split
   embedded in row-order batches) gives the STS correlations
