@@ -99,18 +99,6 @@ def _tsv_first_column(path):
     return [line.rstrip("\n").split("\t")[0] for line in f][1:]
 
 
-def _conll_sentences(path):
-  sentences, words = [], []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      if line.strip():
-        words.append(line.split("\t")[0])
-      elif words:
-        sentences.append(" ".join(words))
-        words = []
-  return sentences + ([" ".join(words)] if words else [])
-
-
 def _spaced(items, k):
   """k items evenly spaced through `items` (all of them if fewer)."""
   if k >= len(items):
@@ -128,14 +116,14 @@ def squad_articles():
 def parity_texts(n):
   """[(source, text)]: n // 3 SST-2 sentences, as many SQuAD dev paragraphs,
   the rest WNUT-17 sentences, each evenly spaced through its files."""
-  from bert.testing import shared_data  # pylint: disable=g-import-not-at-top
+  from bert.testing import conll_sentences, shared_data  # pylint: disable=g-import-not-at-top
   sst2 = (_tsv_first_column(shared_data("glue", "SST-2", "dev.tsv"))
           + _tsv_first_column(shared_data("glue", "SST-2", "train.tsv")))
   paragraphs = list(dict.fromkeys(e.context for a in squad_articles()
                                   for e in a.examples))
   wnut = []
   for name in ("emerging.dev.conll", "emerging.test.annotated"):
-    wnut += _conll_sentences(shared_data("ner", "wnut17", name))
+    wnut += conll_sentences(shared_data("ner", "wnut17", name))
   k = n // 3
   picked = [("SST-2", t) for t in _spaced(sst2, k)]
   picked += [("SQuAD paragraphs", t) for t in _spaced(paragraphs, k)]

@@ -60,7 +60,7 @@ def shared_texts() -> List[str]:
         texts += [q["question"] for q in paragraph["qas"]]
   for name in ("wnut17train.conll", "emerging.dev.conll",
                "emerging.test.annotated"):
-    texts += _conll_sentences(shared_data("ner", "wnut17", name))
+    texts += conll_sentences(shared_data("ner", "wnut17", name))
   for name in ("wiki.valid.tokens", "wiki.test.tokens"):
     with open(shared_data("corpus", "wikitext-2", name), encoding="utf-8") as f:
       texts += [line.rstrip("\n") for line in f if line.strip()]
@@ -73,7 +73,7 @@ def _tsv(parts, encoding="utf-8"):
     return list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
 
 
-def _conll_sentences(path) -> List[str]:
+def conll_sentences(path) -> List[str]:
   """Each blank-line-separated sentence of a CoNLL file, words joined by
   spaces."""
   sentences, words = [], []
