@@ -48,6 +48,7 @@ class EmbeddingTraining:
       negatives): Euclidean distances, `margin`).
     scale: the similarity scale of the ranking and CoSENT losses (1 /
       temperature; 20 as sentence-transformers).
+    jit_compile (in kwargs): off unless given (see below).
     """
     owner = f"{type(self).__name__}.compile"
     if not isinstance(loss, str):
@@ -63,6 +64,11 @@ class EmbeddingTraining:
     if isinstance(metrics, str) and metrics == "auto":
       metrics = []
     self.__dict__.pop("_stat_metrics", None)
+    # XLA compiles the step once per input shape, and every text column is
+    # cut to its own length bucket, so a run meets up to buckets^columns
+    # shapes; the step is faster without XLA (bench/EMBEDDINGS.md).
+    if kwargs.get("jit_compile") is None:
+      kwargs["jit_compile"] = False
     super().compile(optimizer=optimizer, loss="auto", metrics=metrics, **kwargs)
 
   @property

@@ -129,6 +129,21 @@ def test_bad_compile_arguments_are_one_line(folder):
   one_line(e, "scale")
 
 
+def test_xla_is_off_unless_asked_even_where_auto_would_pick_it(folder):
+  from bert import precision  # pylint: disable=g-import-not-at-top
+  model = BertTextEmbedder.from_pretrained(folder)
+  # The choice `precision="auto"` makes on a CPU without bf16 (fp32, XLA
+  # on: faster for the fixed-shape classifiers); the other models follow it.
+  xla_choice = precision.choose("auto", cpu_flags=frozenset(), onednn=True,
+                                gpu=None)
+  assert xla_choice.jit_compile
+  object.__setattr__(model, "precision_choice", xla_choice)
+  model.compile()
+  assert model.jit_compile is False
+  model.compile(jit_compile=True)            # asked for: on
+  assert model.jit_compile is True
+
+
 def test_retrieval_evaluation_counts_distinct_documents(folder):
   model = BertTextEmbedder.from_pretrained(folder)
   docs = ANSWERS + ANSWERS[:2]          # two questions share documents
