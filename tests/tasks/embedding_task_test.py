@@ -449,7 +449,10 @@ def test_two_replicas_take_one_replicas_steps(tmp_path):
 
 
 # ----------------------------------------------------------------- commands
-@pytest.mark.heavy
+# Slow (the default suite's time): the same steps run in process in
+# test_records_hold_what_the_task_encodes, test_bert_train_lowers_the_loss_
+# and_evaluates and test_bad_lines_are_one_line_errors_naming_file_and_line.
+@pytest.mark.slow
 def test_commands_write_records_train_evaluate_and_name_a_bad_line(tmp_path):
   """bert-create-finetuning-data --task=embedding writes the records,
   bert-train --task=embedding trains on them and reports the retrieval
