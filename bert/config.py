@@ -11,6 +11,12 @@ exact erf form "gelu" and the tanh form "gelu_new". This class follows
 google-research: "gelu" is the tanh form and "gelu_exact" the erf form.
 Reading or writing a Hugging Face config translates, so the numbers a model
 computes never change with the file format.
+
+The BERT family are configurations of the same encoder (`family`):
+RoBERTa (no token types, positions offset past the padding id, no pooler in
+the released weights), ALBERT (factorised embeddings, one block shared by
+every layer), DistilBERT (6 layers, no token types, no pooler) and ELECTRA
+(factorised embeddings in the small models, no pooler).
 """
 
 from __future__ import annotations
@@ -71,6 +77,15 @@ _GOOGLE_FIELDS = (
     "initializer_range",
 )
 
+FAMILIES = ("bert", "roberta", "albert", "distilbert", "electra")
+
+# Our extensions of the google-research fields, written to bert_config.json
+# only when they differ from BERT's (so plain BERT configs stay byte-for-byte
+# google-research's).
+_EXTENSIONS = dict(embedding_size=None, norm_first=False,
+                   layer_norm_epsilon=1e-12, family="bert", position_offset=0,
+                   use_pooler=True, num_hidden_groups=None, pad_token_id=0)
+
 # Fields that fix the weight shapes: a config file must state them.
 _STRUCTURAL_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
                       "num_attention_heads", "intermediate_size",
@@ -99,6 +114,20 @@ class BertConfig:
     norm_first: pre-LayerNorm blocks (LN before attention and feed-forward);
       False is BERT's post-LN.
     layer_norm_epsilon: epsilon of every LayerNorm (1e-12 in BERT).
+    family: which member of the BERT family ("bert", "roberta", "albert",
+      "distilbert", "electra"): its tokenizer, special tokens, objectives and
+      checkpoint names. The fields below say how its encoder differs.
+    position_offset: the row of the position table the first token uses
+      (RoBERTa: 2, past its padding id 1); the longest input is
+      `max_position_embeddings - position_offset`.
+    use_pooler: a dense + tanh pooler on the first token (BERT, ALBERT);
+      without one (RoBERTa, DistilBERT, ELECTRA) `pooled_output` is the
+      first token's `sequence_output`.
+    num_hidden_groups: None gives every layer its own weights; G > 0 makes G
+      blocks whose weights layers share (ALBERT: 1, one block for all
+      layers), layer i using block `i * G // num_hidden_layers`.
+    pad_token_id: the padding id of the family's vocabulary (RoBERTa: 1).
+    type_vocab_size: 0 means no token-type table (DistilBERT).
   """
 
   vocab_size: int = 30522
@@ -115,6 +144,11 @@ class BertConfig:
   embedding_size: Optional[int] = None
   norm_first: bool = False
   layer_norm_epsilon: float = 1e-12
+  family: str = "bert"
+  position_offset: int = 0
+  use_pooler: bool = True
+  num_hidden_groups: Optional[int] = None
+  pad_token_id: int = 0
 
   def __post_init__(self):
     self.validate()
@@ -124,10 +158,19 @@ class BertConfig:
     """Raises ConfigError naming the first field that is out of range."""
     for name in ("vocab_size", "hidden_size", "num_hidden_layers",
                  "num_attention_heads", "intermediate_size",
-                 "max_position_embeddings", "type_vocab_size"):
+                 "max_position_embeddings"):
       check_int("BertConfig", name, getattr(self, name), minimum=1)
+    check_int("BertConfig", "type_vocab_size", self.type_vocab_size, minimum=0)
     check_int("BertConfig", "embedding_size", self.embedding_size, minimum=1,
               optional=True)
+    check_choice("BertConfig", "family", self.family, FAMILIES)
+    check_int("BertConfig", "position_offset", self.position_offset,
+              minimum=0, maximum=self.max_position_embeddings - 1)
+    check_bool("BertConfig", "use_pooler", self.use_pooler)
+    check_int("BertConfig", "num_hidden_groups", self.num_hidden_groups,
+              minimum=1, maximum=self.num_hidden_layers, optional=True)
+    check_int("BertConfig", "pad_token_id", self.pad_token_id, minimum=0,
+              maximum=self.vocab_size - 1)
     if self.hidden_size % self.num_attention_heads:
       raise ConfigError(
           f"BertConfig.hidden_size={self.hidden_size} is not divisible by "
@@ -144,6 +187,28 @@ class BertConfig:
   @property
   def head_size(self) -> int:
     return self.hidden_size // self.num_attention_heads
+
+  @property
+  def sentence_task(self) -> Optional[str]:
+    """The family's sentence-pair pre-training task: "nsp" (BERT's next
+    sentence), "sop" (ALBERT's sentence order) or None."""
+    return dict(bert="nsp", albert="sop").get(self.family)
+
+  @property
+  def max_seq_length(self) -> int:
+    """The longest input the position table covers."""
+    return self.max_position_embeddings - self.position_offset
+
+  @property
+  def num_blocks(self) -> int:
+    """How many blocks hold weights: one per layer, or one per group."""
+    return self.num_hidden_groups or self.num_hidden_layers
+
+  def block_of_layer(self, layer: int) -> int:
+    """The block whose weights layer `layer` uses."""
+    if self.num_hidden_groups is None:
+      return layer
+    return layer * self.num_hidden_groups // self.num_hidden_layers
 
   @property
   def embedding_width(self) -> int:
@@ -179,18 +244,19 @@ class BertConfig:
     if missing:
       raise ConfigError(f"bert_config is missing field(s): {', '.join(missing)}")
     kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d}
-    for extra in ("embedding_size", "norm_first", "layer_norm_epsilon"):
+    for extra in _EXTENSIONS:
       if d.get(extra) is not None:
         kwargs[extra] = d[extra]
     return cls(**kwargs)
 
   @classmethod
   def from_hf_dict(cls, d: Dict[str, Any]) -> "BertConfig":
-    """Reads a Hugging Face `config.json` dict of a BERT model."""
-    model_type = d.get("model_type", "bert")
-    if model_type != "bert":
-      raise ConfigError(f"config.json has model_type={model_type!r}; only 'bert' "
-                       "models can be read")
+    """Reads a Hugging Face `config.json` dict of a BERT-family model
+    (`model_type` bert, roberta, albert, distilbert or electra; older files
+    without `model_type` are told apart by `architectures`)."""
+    family = hf_family(d)
+    if family == "distilbert":
+      d = _from_distilbert(d)
     pos_type = d.get("position_embedding_type", "absolute")
     if pos_type != "absolute":
       raise ConfigError("config.json has position_embedding_type="
@@ -204,39 +270,73 @@ class BertConfig:
       raise ConfigError(f"config.json is missing field(s): {', '.join(missing)}")
     kwargs = {k: d[k] for k in _GOOGLE_FIELDS if k in d and k != "hidden_act"}
     kwargs["hidden_act"] = _HF_TO_OURS_ACT[hf_act]
+    kwargs["family"] = family
     if "layer_norm_eps" in d:
       kwargs["layer_norm_epsilon"] = float(d["layer_norm_eps"])
+    if d.get("pad_token_id") is not None:
+      kwargs["pad_token_id"] = d["pad_token_id"]
+    if family in ("albert", "electra") and d.get("embedding_size") is not None:
+      kwargs["embedding_size"] = d["embedding_size"]
+    if family == "roberta":
+      # Positions start past the padding id (fairseq's make_positions).
+      kwargs.setdefault("pad_token_id", 1)
+      kwargs["position_offset"] = kwargs["pad_token_id"] + 1
+    if family == "albert":
+      if d.get("inner_group_num", 1) != 1:
+        raise ConfigError("config.json has inner_group_num="
+                          f"{d['inner_group_num']!r}; only 1 (every released "
+                          "ALBERT) is supported")
+      kwargs["num_hidden_groups"] = d.get("num_hidden_groups", 1)
+    if family in ("distilbert", "electra"):
+      kwargs["use_pooler"] = False
     return cls(**kwargs)
 
   def to_google_dict(self) -> Dict[str, Any]:
     d = {k: getattr(self, k) for k in _GOOGLE_FIELDS}
     # Extensions are written only when they change the model, so plain BERT
     # configs stay byte-compatible with google-research's reader.
-    if self.embedding_size is not None and self.embedding_size != self.hidden_size:
-      d["embedding_size"] = self.embedding_size
-    if self.norm_first:
-      d["norm_first"] = True
-    if self.layer_norm_epsilon != 1e-12:
-      d["layer_norm_epsilon"] = self.layer_norm_epsilon
+    for name, default in _EXTENSIONS.items():
+      value = getattr(self, name)
+      if name == "embedding_size" and value == self.hidden_size:
+        continue
+      if value != default:
+        d[name] = value
     return d
 
   def to_hf_dict(self) -> Dict[str, Any]:
+    """The Hugging Face `config.json` of this encoder's family."""
     if self.norm_first:
-      raise ConfigError("BertConfig.norm_first=True has no Hugging Face BertModel "
-                       "equivalent")
-    if self.embedding_width != self.hidden_size:
-      raise ConfigError(f"BertConfig.embedding_size={self.embedding_size} differs "
-                       "from hidden_size; Hugging Face BertModel cannot express "
-                       "factorised embeddings")
+      raise ConfigError("BertConfig.norm_first=True has no Hugging Face "
+                        "equivalent")
+    family = self.family
+    if self.embedding_width != self.hidden_size and family not in (
+        "albert", "electra"):
+      raise ConfigError(f"BertConfig.embedding_size={self.embedding_size} "
+                        f"differs from hidden_size; Hugging Face's {family} "
+                        "models cannot express factorised embeddings")
+    expected = _HF_LAYOUT[family]
+    for name, value in expected.items():
+      if getattr(self, name) != value(self):
+        raise ConfigError(
+            f"BertConfig.{name}={getattr(self, name)!r} has no Hugging Face "
+            f"{family} equivalent (it needs {value(self)!r})")
     d = {k: getattr(self, k) for k in _GOOGLE_FIELDS}
     d["hidden_act"] = _OURS_TO_HF_ACT[self.hidden_act]
     d.update(
-        architectures=["BertModel"],
-        model_type="bert",
+        architectures=[_HF_ARCHITECTURE[family]],
+        model_type=family,
         layer_norm_eps=self.layer_norm_epsilon,
-        pad_token_id=0,
+        pad_token_id=self.pad_token_id,
         position_embedding_type="absolute",
     )
+    if family in ("albert", "electra"):
+      d["embedding_size"] = self.embedding_width
+    if family == "albert":
+      d.update(num_hidden_groups=self.num_hidden_groups, inner_group_num=1)
+    if family == "roberta":
+      d.update(bos_token_id=0, eos_token_id=2)
+    if family == "distilbert":
+      d = _to_distilbert(d)
     return d
 
   @classmethod
@@ -292,6 +392,66 @@ class BertConfig:
     return sorted(PRESETS)
 
 
+# Hugging Face's class for each family (what `architectures` names).
+_HF_ARCHITECTURE = dict(bert="BertModel", roberta="RobertaModel",
+                        albert="AlbertModel", distilbert="DistilBertModel",
+                        electra="ElectraModel")
+# The encoder fields each Hugging Face family fixes, as functions of the
+# config; any other value has no Hugging Face equivalent.
+_HF_LAYOUT = dict(
+    bert=dict(position_offset=lambda c: 0, num_hidden_groups=lambda c: None),
+    roberta=dict(position_offset=lambda c: c.pad_token_id + 1,
+                 num_hidden_groups=lambda c: None),
+    albert=dict(position_offset=lambda c: 0, use_pooler=lambda c: True,
+                num_hidden_groups=lambda c: c.num_hidden_groups or 1),
+    distilbert=dict(position_offset=lambda c: 0, use_pooler=lambda c: False,
+                    num_hidden_groups=lambda c: None,
+                    type_vocab_size=lambda c: 0,
+                    layer_norm_epsilon=lambda c: 1e-12),
+    electra=dict(position_offset=lambda c: 0, use_pooler=lambda c: False,
+                 num_hidden_groups=lambda c: None),
+)
+# DistilBERT's config.json names -> the google-research names.
+_DISTILBERT_NAMES = dict(dim="hidden_size", n_layers="num_hidden_layers",
+                         n_heads="num_attention_heads",
+                         hidden_dim="intermediate_size", activation="hidden_act",
+                         dropout="hidden_dropout_prob",
+                         attention_dropout="attention_probs_dropout_prob")
+
+
+def hf_family(d: Dict[str, Any]) -> str:
+  """The family of a Hugging Face config.json dict: its `model_type`, or for
+  older files without one, the class `architectures` names."""
+  model_type = d.get("model_type")
+  if model_type is None:
+    names = [a for a in d.get("architectures") or () if isinstance(a, str)]
+    found = [f for f in FAMILIES for a in names if a.lower().startswith(f)]
+    model_type = found[0] if found else "bert"
+  if model_type not in FAMILIES:
+    raise ConfigError(f"config.json has model_type={model_type!r}; the BERT "
+                      f"family models read here are {', '.join(FAMILIES)}")
+  return model_type
+
+
+def _from_distilbert(d: Dict[str, Any]) -> Dict[str, Any]:
+  if d.get("sinusoidal_pos_embds"):
+    raise ConfigError("config.json has sinusoidal_pos_embds=true: fixed "
+                      "sinusoidal positions are not supported (the released "
+                      "DistilBERT models learn theirs)")
+  out = {_DISTILBERT_NAMES.get(k, k): v for k, v in d.items()}
+  out.update(type_vocab_size=0, layer_norm_eps=1e-12)
+  return out
+
+
+def _to_distilbert(d: Dict[str, Any]) -> Dict[str, Any]:
+  ours = {v: k for k, v in _DISTILBERT_NAMES.items()}
+  out = {ours.get(k, k): v for k, v in d.items()
+         if k not in ("type_vocab_size", "layer_norm_eps",
+                      "position_embedding_type")}
+  out.update(sinusoidal_pos_embds=False, tie_weights_=True)
+  return out
+
+
 def resolve_bert_config(bert_config: Union[str, Dict[str, Any], BertConfig]
                         ) -> BertConfig:
   """A BertConfig from itself, its fields as a dict, a preset name, or a
@@ -339,3 +499,53 @@ PRESETS["all_minilm_l6_v2"] = dict(
     num_hidden_layers=6, hidden_size=384, num_attention_heads=12,
     intermediate_size=1536, hidden_act="gelu_exact")
 del _l, _h
+
+
+# The BERT family's released shapes (their Hugging Face config.json files).
+def _roberta(layers, hidden, heads):
+  return dict(family="roberta", vocab_size=50265, num_hidden_layers=layers,
+              hidden_size=hidden, num_attention_heads=heads,
+              intermediate_size=4 * hidden, hidden_act="gelu_exact",
+              max_position_embeddings=514, type_vocab_size=1,
+              layer_norm_epsilon=1e-5, pad_token_id=1, position_offset=2,
+              use_pooler=False)
+
+
+def _albert(hidden, layers, heads):
+  return dict(family="albert", vocab_size=30000, embedding_size=128,
+              hidden_size=hidden, num_hidden_layers=layers,
+              num_attention_heads=heads, intermediate_size=4 * hidden,
+              hidden_act="gelu", hidden_dropout_prob=0.0,
+              attention_probs_dropout_prob=0.0, num_hidden_groups=1)
+
+
+def _distilbert(vocab_size):
+  return dict(family="distilbert", vocab_size=vocab_size, num_hidden_layers=6,
+              hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+              hidden_act="gelu_exact", type_vocab_size=0, use_pooler=False)
+
+
+def _electra(embedding, hidden, layers, heads):
+  return dict(family="electra", embedding_size=embedding, hidden_size=hidden,
+              num_hidden_layers=layers, num_attention_heads=heads,
+              intermediate_size=4 * hidden, hidden_act="gelu_exact",
+              use_pooler=False)
+
+
+PRESETS.update(
+    roberta_base=_roberta(12, 768, 12),
+    roberta_large=_roberta(24, 1024, 16),
+    distilroberta_base=_roberta(6, 768, 12),
+    albert_base_v2=_albert(768, 12, 12),
+    albert_large_v2=_albert(1024, 24, 16),
+    albert_xlarge_v2=_albert(2048, 24, 16),
+    albert_xxlarge_v2=_albert(4096, 12, 64),
+    distilbert_base_uncased=_distilbert(30522),
+    distilbert_base_cased=_distilbert(28996),
+    electra_small_discriminator=_electra(128, 256, 12, 4),
+    electra_small_generator=_electra(128, 256, 12, 4),
+    electra_base_discriminator=_electra(768, 768, 12, 12),
+    electra_base_generator=_electra(768, 256, 12, 4),
+    electra_large_discriminator=_electra(1024, 1024, 24, 16),
+    electra_large_generator=_electra(1024, 256, 24, 4),
+)

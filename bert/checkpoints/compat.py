@@ -12,10 +12,12 @@ from bert.checkpoints.errors import CheckpointMismatchError
 from bert.config import BertConfig
 from bert.layers.bert_tokenizer import read_vocab
 
-# The config fields that decide the encoder's variables and their shapes.
+# The config fields that decide the encoder's variables and their shapes,
+# and what the weights mean (the family's names, positions, sharing).
 SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
                 "intermediate_size", "max_position_embeddings",
-                "type_vocab_size", "embedding_size", "norm_first")
+                "type_vocab_size", "embedding_size", "norm_first", "family",
+                "position_offset", "use_pooler", "num_hidden_groups")
 
 
 def check_vocab_size(vocab_file: str, config: BertConfig) -> List[str]:

@@ -1,4 +1,4 @@
-"""Hugging Face BERT weights: `model.safetensors` names <-> TF1 names.
+"""Hugging Face BERT-family weights: `model.safetensors` names <-> TF1 names.
 
 Read with the `safetensors` package (NumPy, no PyTorch). `pytorch_model.bin`
 is a pickle and is never opened.
@@ -7,6 +7,12 @@ HF keys are the TF1 names spelled with dots: "layer.3" for "layer_3",
 Linear "weight" [out, in] for a TF1 "kernel" [in, out] (transposed),
 LayerNorm "weight"/"bias" for "gamma"/"beta". Encoder keys carry a "bert."
 prefix when the file also holds the pre-training heads (BertForPreTraining).
+
+The other families (RoBERTa, ALBERT, DistilBERT, ELECTRA) name the same
+weights differently; `_FAMILY_NAMES` renames their keys to BERT's and back,
+so one set of rules serves every family. Their prefix is the family's
+(`roberta.`, ...), and their heads map onto BERT's `cls/` names (ELECTRA's
+discriminator head onto `cls/discriminator_predictions/...`).
 """
 
 import os
@@ -34,6 +40,104 @@ _EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings"
 _HF_BUFFERS = re.compile(r"(^|\.)position_ids$|(^|\.)token_type_ids$")
 _TIED_DECODER = {"cls.predictions.decoder.weight": "bert/embeddings/word_embeddings",
                  "cls.predictions.decoder.bias": "cls/predictions/output_bias"}
+
+
+# Each family's key (without its prefix) <-> BERT's, "{n}" a number. Keys
+# that match none are named as BERT's already.
+_FAMILY_NAMES = dict(
+    bert=(),
+    roberta=(
+        ("lm_head.dense.", "cls.predictions.transform.dense."),
+        ("lm_head.layer_norm.", "cls.predictions.transform.LayerNorm."),
+        ("lm_head.decoder.", "cls.predictions.decoder."),
+        ("lm_head.bias", "cls.predictions.bias"),
+    ),
+    albert=tuple(
+        (f"encoder.albert_layer_groups.{{n}}.albert_layers.0.{theirs}",
+         f"encoder.layer.{{n}}.{ours}") for theirs, ours in (
+             ("attention.query.", "attention.self.query."),
+             ("attention.key.", "attention.self.key."),
+             ("attention.value.", "attention.self.value."),
+             ("attention.dense.", "attention.output.dense."),
+             ("attention.LayerNorm.", "attention.output.LayerNorm."),
+             ("ffn.", "intermediate.dense."),
+             ("ffn_output.", "output.dense."),
+             ("full_layer_layer_norm.", "output.LayerNorm."))) + (
+        ("pooler.", "pooler.dense."),
+        ("predictions.dense.", "cls.predictions.transform.dense."),
+        ("predictions.LayerNorm.", "cls.predictions.transform.LayerNorm."),
+        ("predictions.decoder.", "cls.predictions.decoder."),
+        ("predictions.bias", "cls.predictions.bias"),
+        ("sop_classifier.classifier.", "cls.seq_relationship."),
+    ),
+    distilbert=tuple(
+        (f"transformer.layer.{{n}}.{theirs}", f"encoder.layer.{{n}}.{ours}")
+        for theirs, ours in (
+            ("attention.q_lin.", "attention.self.query."),
+            ("attention.k_lin.", "attention.self.key."),
+            ("attention.v_lin.", "attention.self.value."),
+            ("attention.out_lin.", "attention.output.dense."),
+            ("sa_layer_norm.", "attention.output.LayerNorm."),
+            ("ffn.lin1.", "intermediate.dense."),
+            ("ffn.lin2.", "output.dense."),
+            ("output_layer_norm.", "output.LayerNorm."))) + (
+        ("vocab_transform.", "cls.predictions.transform.dense."),
+        ("vocab_layer_norm.", "cls.predictions.transform.LayerNorm."),
+        ("vocab_projector.weight", "cls.predictions.decoder.weight"),
+        ("vocab_projector.bias", "cls.predictions.bias"),
+    ),
+    electra=(
+        ("embeddings_project.", "encoder.embedding_hidden_mapping_in."),
+        ("generator_predictions.dense.", "cls.predictions.transform.dense."),
+        ("generator_predictions.LayerNorm.",
+         "cls.predictions.transform.LayerNorm."),
+        ("generator_lm_head.weight", "cls.predictions.decoder.weight"),
+        ("generator_lm_head.bias", "cls.predictions.bias"),
+        ("discriminator_predictions.dense_prediction.",
+         "cls.discriminator_predictions.dense_1."),
+        ("discriminator_predictions.dense.",
+         "cls.discriminator_predictions.dense."),
+    ),
+)
+
+
+def _pattern(template: str) -> "re.Pattern":
+  return re.compile(re.escape(template).replace(r"\{n\}", r"(\d+)"))
+
+
+def _rename(key: str, rules, forward: bool) -> str:
+  """`key` with the first rule whose one side starts it replaced by the
+  other side (family -> BERT when `forward`)."""
+  for theirs, ours in rules:
+    src, dst = (theirs, ours) if forward else (ours, theirs)
+    m = _pattern(src).match(key)
+    if m:
+      out = dst
+      for group in m.groups():
+        out = out.replace("{n}", group, 1)
+      return out + key[m.end():]
+  return key
+
+
+def to_bert_key(key: str, family: str = "bert") -> str:
+  """A family's HF key as BERT's (its prefix becomes "bert.")."""
+  if family == "bert":
+    return key
+  prefix = family + "."
+  body = key[len(prefix):] if key.startswith(prefix) else key
+  renamed = _rename(body, _FAMILY_NAMES[family], True)
+  prefixed = key.startswith(prefix) and not renamed.startswith("cls.")
+  return ("bert." if prefixed else "") + renamed
+
+
+def from_bert_key(key: str, family: str = "bert") -> str:
+  """BERT's HF key as the family's (inverse of `to_bert_key`)."""
+  if family == "bert":
+    return key
+  prefixed = key.startswith("bert.")
+  body = key[len("bert."):] if prefixed else key
+  renamed = _rename(body, _FAMILY_NAMES[family], False)
+  return (family + "." if prefixed else "") + renamed
 
 
 def hf_to_tf1_name(key: str) -> Tuple[str, bool]:
@@ -71,10 +175,6 @@ def tf1_to_hf_name(name: str, prefixed: bool) -> Tuple[str, bool]:
   """TF1 name -> (HF key, transpose); `prefixed` adds "bert." to encoder keys."""
   if name in _TF1_TO_HF:
     return _TF1_TO_HF[name]
-  if name.startswith("bert/encoder/embedding_hidden_mapping_in"):
-    raise CheckpointError("factorised embeddings (embedding_size != "
-                          "hidden_size) have no Hugging Face BertModel "
-                          "equivalent")
   parts = name.split("/")
   transpose = False
   if parts[0] == "bert" and parts[1] == "embeddings" and parts[2] in _EMBEDDINGS:
@@ -159,18 +259,20 @@ def _read_shards(folder: str) -> Dict[str, np.ndarray]:
   return raw
 
 
-def read_tf1_arrays(folder: str) -> Dict[str, np.ndarray]:
-  """All tensors of the folder's safetensors file(s), keyed by TF1 name."""
+def read_tf1_arrays(folder: str, family: str = "bert") -> Dict[str, np.ndarray]:
+  """All tensors of the folder's safetensors file(s), keyed by TF1 name;
+  `family` is the model's (`BertConfig.family`), which names them."""
   raw = _read_shards(folder)
   arrays: Dict[str, np.ndarray] = {}
   tied = {}
   for key, value in raw.items():
     if _HF_BUFFERS.search(key):
       continue
-    if key in _TIED_DECODER:
+    bert_key = to_bert_key(key, family)
+    if bert_key in _TIED_DECODER:
       tied[key] = value
       continue
-    name, transpose = hf_to_tf1_name(key)
+    name, transpose = hf_to_tf1_name(bert_key)
     if name in arrays:
       raise CheckpointMismatchError(f"{folder}: {key} maps to {name}, which "
                                     "another tensor already provided")
@@ -180,23 +282,32 @@ def read_tf1_arrays(folder: str) -> Dict[str, np.ndarray]:
   # A decoder copy must equal what it is tied to; otherwise it is a real,
   # untied weight that the tied masked-LM head cannot hold.
   for key, value in tied.items():
-    target = arrays.get(_TIED_DECODER[key])
+    tied_to = _TIED_DECODER[to_bert_key(key, family)]
+    target = arrays.get(tied_to)
     if target is None or target.shape != value.shape or not np.array_equal(
         target, value.astype(target.dtype)):
       raise CheckpointMismatchError(
-          f"{folder}: {key} is not a copy of {_TIED_DECODER[key]}; untied "
+          f"{folder}: {key} is not a copy of {tied_to}; untied "
           "masked-LM output weights are not supported")
   return arrays
 
 
 def write(arrays: Dict[str, np.ndarray], folder: str,
-          metadata: Optional[Dict[str, str]] = None) -> None:
-  """Writes {TF1 name: array} as `model.safetensors` in HF naming."""
+          metadata: Optional[Dict[str, str]] = None,
+          family: str = "bert") -> None:
+  """Writes {TF1 name: array} as `model.safetensors` in the HF naming of
+  `family`."""
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
   prefixed = any(n.startswith("cls/") for n in arrays)
   tensors = {}
   for name, value in arrays.items():
+    if family == "bert" and name.startswith(
+        "bert/encoder/embedding_hidden_mapping_in"):
+      raise CheckpointError("factorised embeddings (embedding_size != "
+                            "hidden_size) have no Hugging Face BertModel "
+                            "equivalent")
     key, transpose = tf1_to_hf_name(name, prefixed)
+    key = from_bert_key(key, family)
     tensors[key] = np.ascontiguousarray(value.T if transpose else value)
   meta = {"format": "pt"}
   meta.update(metadata or {})

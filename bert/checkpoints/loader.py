@@ -40,7 +40,8 @@ from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
                                      RUN_CONFIG, VOCAB_FILE, check_folder,
                                      check_before_building, detect_format,
-                                     metadata, read_folder, tf2_prefix)
+                                     metadata, read_folder, sentence_head,
+                                     tf2_prefix)
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
 from bert.untrusted import first_line
@@ -78,7 +79,10 @@ class BertCheckpoint:
 
   @property
   def has_heads(self) -> bool:
-    return self.masked_lm is not None and self.next_sentence is not None
+    """The family's pre-training heads are all here: the masked LM, and
+    the sentence head where the family has one (BERT, ALBERT)."""
+    return self.masked_lm is not None and (
+        self.next_sentence is not None or self.config.sentence_task is None)
 
 
 # -------------------------------------------------------------------- load
@@ -162,10 +166,9 @@ def build(checked: CheckedCheckpoint, *,
     return result
   heads = checked.with_heads and checked.has_heads
   if heads:
-    result.masked_lm, result.next_sentence = build_pretraining_heads(encoder)
-    if checked.format == "tfhub":
-      # TF Hub's `mlm` sub-model has the masked-LM head only.
-      result.next_sentence = None
+    result.masked_lm, result.next_sentence = build_pretraining_heads(
+        encoder, next_sentence=sentence_head(checked.format, config,
+                                             checked.arrays))
   result.ignored_variables = mapping.assign_from_tf1(
       checked.arrays, encoder, result.masked_lm, result.next_sentence,
       source=checked.source, ignore_heads=not heads)
@@ -205,8 +208,9 @@ def _read(folder, fmt, with_heads, preprocessing) -> CheckedCheckpoint:
 def _tf2_objects(result):
   objects = dict(encoder=result.encoder)
   if result.masked_lm is not None:
-    objects.update(masked_lm=result.masked_lm,
-                   next_sentence=result.next_sentence)
+    objects.update(masked_lm=result.masked_lm)
+  if result.next_sentence is not None:
+    objects.update(next_sentence=result.next_sentence)
   return objects
 
 
@@ -217,7 +221,8 @@ def _load_tf2(folder, result, with_heads):
   # and dropped, recorded as ignored, when not asked for.
   if meta.get("has_heads"):
     result.masked_lm, result.next_sentence = build_pretraining_heads(
-        result.encoder)
+        result.encoder, next_sentence=meta.get(
+            "has_sentence_head", result.config.sentence_task is not None))
   mismatch = (AssertionError, ValueError, tf.errors.InvalidArgumentError)
   try:
     # A file that cannot be read is named as such; one that reads but does

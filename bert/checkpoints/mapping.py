@@ -20,6 +20,10 @@ Names, for layer i (google-research `modeling.py` / `run_pretraining.py`):
   cls/predictions/output_bias
   cls/seq_relationship/{output_weights,output_bias}
 Kernels are [in, out]; `cls/seq_relationship/output_weights` is [2, hidden].
+
+The BERT family uses the same names (`BertConfig.family`): a model without a
+token-type table or pooler has no such names, and when layers share blocks
+(ALBERT) `layer_i` names block i, not layer i.
 """
 
 import dataclasses
@@ -75,9 +79,11 @@ def weight_specs(encoder, masked_lm=None, next_sentence=None) -> List[WeightSpec
   """The TF1 name of every weight of `encoder` and the optional heads."""
   hidden = encoder.config.hidden_size
   emb = encoder.embedding_layer
-  specs = [
-      WeightSpec("bert/embeddings/word_embeddings", emb.word_embeddings),
-      WeightSpec("bert/embeddings/token_type_embeddings", emb.type_embeddings),
+  specs = [WeightSpec("bert/embeddings/word_embeddings", emb.word_embeddings)]
+  if emb.type_embeddings is not None:
+    specs.append(WeightSpec("bert/embeddings/token_type_embeddings",
+                            emb.type_embeddings))
+  specs += [
       WeightSpec("bert/embeddings/position_embeddings", emb.position_embeddings),
       WeightSpec("bert/embeddings/LayerNorm/gamma", emb.layer_norm.gamma),
       WeightSpec("bert/embeddings/LayerNorm/beta", emb.layer_norm.beta),
@@ -101,7 +107,8 @@ def weight_specs(encoder, masked_lm=None, next_sentence=None) -> List[WeightSpec
     specs += _dense(p + "intermediate/dense", block.intermediate_dense)
     specs += _dense(p + "output/dense", block.output_dense)
     specs += _norm(p + "output/LayerNorm", block.output_layer_norm)
-  specs += _dense("bert/pooler/dense", encoder.pooler_layer)
+  if encoder.pooler_layer is not None:
+    specs += _dense("bert/pooler/dense", encoder.pooler_layer)
   if masked_lm is not None:
     specs += _dense("cls/predictions/transform/dense", masked_lm.dense)
     specs += _norm("cls/predictions/transform/LayerNorm", masked_lm.layer_norm)
@@ -144,16 +151,18 @@ def expected_shapes(config: BertConfig, masked_lm: bool = False,
              config.intermediate_size)
   shapes = {
       "bert/embeddings/word_embeddings": (config.vocab_size, w),
-      "bert/embeddings/token_type_embeddings": (config.type_vocab_size, w),
       "bert/embeddings/position_embeddings": (config.max_position_embeddings,
                                               w),
       "bert/embeddings/LayerNorm/gamma": (w,),
       "bert/embeddings/LayerNorm/beta": (w,),
   }
+  if config.type_vocab_size:
+    shapes["bert/embeddings/token_type_embeddings"] = (config.type_vocab_size,
+                                                       w)
   if w != h:
     shapes.update(_dense_shapes("bert/encoder/embedding_hidden_mapping_in",
                                 w, h))
-  for layer in range(config.num_hidden_layers):
+  for layer in range(config.num_blocks):
     p = f"bert/encoder/layer_{layer}/"
     for part in ("query", "key", "value"):
       shapes.update(_dense_shapes(p + f"attention/self/{part}", h, h))
@@ -162,7 +171,8 @@ def expected_shapes(config: BertConfig, masked_lm: bool = False,
     shapes.update(_dense_shapes(p + "intermediate/dense", h, i))
     shapes.update(_dense_shapes(p + "output/dense", i, h))
     shapes.update(_norm_shapes(p + "output/LayerNorm", h))
-  shapes.update(_dense_shapes("bert/pooler/dense", h, h))
+  if config.use_pooler:
+    shapes.update(_dense_shapes("bert/pooler/dense", h, h))
   if masked_lm:
     shapes.update(_dense_shapes("cls/predictions/transform/dense", h, w))
     shapes.update(_norm_shapes("cls/predictions/transform/LayerNorm", w))

@@ -8,6 +8,7 @@ TensorFlow. Every JSON file and every file name written inside one is read
 with `bert.untrusted` (one line naming the file; nothing outside the folder).
 """
 
+import dataclasses
 import math
 import os
 from typing import Optional
@@ -135,7 +136,13 @@ def read_folder(folder, fmt, preprocessing):
   if fmt == "tf2":
     return config, None, vocab_file, lower_case, folder
   if fmt == "hf":
-    return (config, hf.read_tf1_arrays(folder), vocab_file, lower_case,
+    arrays = hf.read_tf1_arrays(folder, config.family)
+    if config.family == "roberta":
+      # RoBERTa was pre-trained without a pooler: the released weights have
+      # none, while transformers' RobertaModel saves a (random) one.
+      config = dataclasses.replace(
+          config, use_pooler="bert/pooler/dense/kernel" in arrays)
+    return (config, arrays, vocab_file, lower_case,
             os.path.join(folder, hf.SAFETENSORS))
   prefix = tf1.find_prefix(folder)
   arrays = (model_garden.read(prefix) if fmt == "model_garden"
@@ -174,8 +181,21 @@ def check_before_building(folder, fmt, config, arrays, heads, source):
     return
   mapping.check_arrays(
       mapping.expected_shapes(config, masked_lm=heads,
-                              next_sentence=heads and fmt != "tfhub"),
+                              next_sentence=heads and sentence_head(
+                                  fmt, config, arrays)),
       arrays, source, ignore_heads=not heads, config_file=config_file)
+
+
+def sentence_head(fmt: str, config: BertConfig, arrays) -> bool:
+  """Whether a checkpoint with pre-training heads has a sentence head: BERT's
+  next-sentence head always (but TF Hub's `mlm` sub-model has the masked-LM
+  head only); ALBERT's sentence-order head when stored (the released
+  Hugging Face files lack it); the other families have none."""
+  if fmt == "tfhub" or config.sentence_task is None:
+    return False
+  if config.family == "bert":
+    return True
+  return arrays is not None and "cls/seq_relationship/output_weights" in arrays
 
 
 def _read_config(folder, name):

@@ -49,9 +49,20 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
                          "BertBackbone.from_preset(folder))"}.get(format, "")
     raise CheckpointError(f"cannot write format {format!r}; use one of "
                           f"{', '.join(WRITABLE_FORMATS)}{hint}")
-  if (obj.masked_lm is None) != (obj.next_sentence is None):
+  if format == "model_garden" and obj.config.family != "bert":
+    raise CheckpointError(f"save: Model Garden's BertEncoder cannot hold a "
+                          f"{obj.config.family} encoder; write \"tf2\" or "
+                          "\"hf\"")
+  if obj.next_sentence is not None and obj.masked_lm is None:
+    raise CheckpointError("save: a sentence head (next_sentence) needs the "
+                          "masked-LM head (masked_lm) too")
+  if obj.config.family == "bert" and (obj.masked_lm is None) != (
+      obj.next_sentence is None):
     raise CheckpointError("save: give both pre-training heads (masked_lm and "
                           "next_sentence) or neither")
+  if obj.next_sentence is not None and obj.config.sentence_task is None:
+    raise CheckpointError(f"save: a {obj.config.family} model has no sentence "
+                          "head (next_sentence); BERT and ALBERT do")
   if obj.masked_lm is not None and obj.masked_lm.embedding_table is None:
     raise CheckpointError("save: the masked-LM head is not tied to the word "
                           "embeddings; BERT checkpoint formats store only tied "
@@ -79,6 +90,7 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         format="bert-tf2" if format == "tf2" else format, version=1,
         checkpoint=_TF2_PREFIX,
         has_heads=obj.masked_lm is not None and format != "model_garden",
+        has_sentence_head=obj.next_sentence is not None,
         do_lower_case=lower_case))
     if format == "tf2":
       tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
@@ -94,10 +106,11 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         tf1.write_arrays(arrays, os.path.join(tmp, tf1.DEFAULT_PREFIX))
         obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
       else:
-        hf.write(arrays, tmp)
+        family = obj.config.family
+        hf.write(arrays, tmp, family=family)
         hf_config = obj.config.to_hf_dict()
         if obj.masked_lm is not None:
-          hf_config["architectures"] = ["BertForPreTraining"]
+          hf_config["architectures"] = [_HF_PRETRAINING[family]]
         _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
         if lower_case is not None:
           _write_json(os.path.join(tmp, "tokenizer_config.json"), dict(
@@ -105,6 +118,13 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     if vocab_file is not None:
       shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
   return path
+
+
+# The Hugging Face class of an encoder with its pre-training heads.
+_HF_PRETRAINING = dict(bert="BertForPreTraining", roberta="RobertaForMaskedLM",
+                       albert="AlbertForPreTraining",
+                       distilbert="DistilBertForMaskedLM",
+                       electra="ElectraForMaskedLM")
 
 
 def _write_json(path, d):

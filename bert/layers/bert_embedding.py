@@ -24,6 +24,11 @@ class BertEmbedding(tf_keras.layers.Layer):
   With `embedding_size != hidden_size` (factorised embeddings) the tables are
   `embedding_size` wide and a dense projection maps the normalised sum to
   `hidden_size`, as in Model Garden's BertEncoder.
+
+  `type_vocab_size=0` builds no token-type table (DistilBERT); the type ids
+  are then ignored. `position_offset` is the row of the position table the
+  first token reads (RoBERTa: 2, the rows before belong to padding), so
+  inputs may be `max_position_embeddings - position_offset` long.
   """
 
   def __init__(self,
@@ -35,6 +40,7 @@ class BertEmbedding(tf_keras.layers.Layer):
                dropout_rate: float = 0.1,
                initializer_range: float = 0.02,
                layer_norm_epsilon: float = 1e-12,
+               position_offset: int = 0,
                **kwargs):
     super().__init__(**kwargs)
     self.vocab_size = vocab_size
@@ -45,6 +51,7 @@ class BertEmbedding(tf_keras.layers.Layer):
     self.dropout_rate = dropout_rate
     self.initializer_range = initializer_range
     self.layer_norm_epsilon = layer_norm_epsilon
+    self.position_offset = position_offset
     self.embedding_width = embedding_size or hidden_size
 
     self.layer_norm = tf_keras.layers.LayerNormalization(
@@ -66,9 +73,11 @@ class BertEmbedding(tf_keras.layers.Layer):
     self.position_embeddings = self.add_weight(
         "position_embeddings", shape=[self.max_position_embeddings, width],
         initializer=initializer(self.initializer_range))
-    self.type_embeddings = self.add_weight(
-        "type_embeddings", shape=[self.type_vocab_size, width],
-        initializer=initializer(self.initializer_range))
+    self.type_embeddings = None
+    if self.type_vocab_size:
+      self.type_embeddings = self.add_weight(
+          "type_embeddings", shape=[self.type_vocab_size, width],
+          initializer=initializer(self.initializer_range))
     build_sublayer(self.layer_norm, [None, None, width])
     if self.projection is not None:
       build_sublayer(self.projection, [None, None, width])
@@ -78,17 +87,21 @@ class BertEmbedding(tf_keras.layers.Layer):
            training=None):
     # [batch, seq, width]
     embeddings = self._lookup(self.word_embeddings, input_word_ids)
-    if input_type_ids is not None:
+    if self.type_embeddings is None:
+      pass
+    elif input_type_ids is not None:
       embeddings += tf.gather(self.type_embeddings, input_type_ids)
     else:
       embeddings += self.type_embeddings[0]
+    offset = self.position_offset
     if input_positions is not None:
-      embeddings += tf.gather(self.position_embeddings, input_positions)
+      embeddings += tf.gather(self.position_embeddings,
+                              input_positions + offset)
     else:
-      seq_length = _checked_seq_length(input_word_ids,
-                                       self.max_position_embeddings)
+      seq_length = _checked_seq_length(
+          input_word_ids, self.max_position_embeddings, offset)
       # [seq, width], broadcast over the batch.
-      embeddings += self.position_embeddings[:seq_length]
+      embeddings += self.position_embeddings[offset:offset + seq_length]
     embeddings = tf.cast(self.layer_norm(embeddings), self.compute_dtype)
     embeddings = self.dropout(embeddings, training=training)
     if self.projection is not None:
@@ -116,24 +129,27 @@ class BertEmbedding(tf_keras.layers.Layer):
         embedding_size=self.embedding_size,
         dropout_rate=self.dropout_rate,
         initializer_range=self.initializer_range,
-        layer_norm_epsilon=self.layer_norm_epsilon)
+        layer_norm_epsilon=self.layer_norm_epsilon,
+        position_offset=self.position_offset)
     return config
 
 
-def _checked_seq_length(input_word_ids, max_position_embeddings):
-  """Sequence length of `input_word_ids`, checked against the position table."""
+def _checked_seq_length(input_word_ids, max_position_embeddings, offset=0):
+  """Sequence length of `input_word_ids`, checked against the rows of the
+  position table past `offset`."""
+  limit = max_position_embeddings - offset
+  what = f"max_position_embeddings={max_position_embeddings}" + (
+      f" past position_offset={offset} ({limit} positions)" if offset else "")
   static = input_word_ids.shape[1]
   if static is not None:
-    if static > max_position_embeddings:
-      raise ValueError(
-          f"input_word_ids has sequence length {static}, longer than "
-          f"max_position_embeddings={max_position_embeddings}")
+    if static > limit:
+      raise ValueError(f"input_word_ids has sequence length {static}, longer "
+                       f"than {what}")
     return static
   seq_length = tf.shape(input_word_ids)[1]
   with tf.control_dependencies([
       tf.debugging.assert_less_equal(
-          seq_length, max_position_embeddings,
-          message=("input_word_ids has a sequence length longer than "
-                   f"max_position_embeddings={max_position_embeddings}"))
+          seq_length, limit,
+          message=f"input_word_ids has a sequence length longer than {what}")
   ]):
     return tf.identity(seq_length)

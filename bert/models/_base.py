@@ -32,7 +32,9 @@ def copy_teacher_layers(student, teacher, layers: Sequence[int]) -> None:
   blocks) from `teacher`: embeddings, blocks `layers` in order, pooler, and
   the task head (matched by layer name)."""
   s, t = student.encoder, teacher.encoder
-  pairs = [(s.embedding_layer, t.embedding_layer), (s.pooler_layer, t.pooler_layer)]
+  pairs = [(s.embedding_layer, t.embedding_layer)]
+  if s.pooler_layer is not None:
+    pairs.append((s.pooler_layer, t.pooler_layer))
   pairs += [(s.transformer_layers[i], t.transformer_layers[j])
             for i, j in enumerate(layers)]
   heads = {layer.name: layer for layer in teacher.layers if layer is not t}

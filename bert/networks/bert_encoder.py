@@ -22,7 +22,8 @@ def scaffold_kwargs(config: BertConfig) -> Dict[str, Any]:
           embedding_size=config.embedding_size,
           dropout_rate=config.hidden_dropout_prob,
           initializer_range=config.initializer_range,
-          layer_norm_epsilon=config.layer_norm_epsilon),
+          layer_norm_epsilon=config.layer_norm_epsilon,
+          position_offset=config.position_offset),
       block_cls=TransformerEncoderBlock,
       block_cfg=dict(
           num_attention_heads=config.num_attention_heads,
@@ -34,12 +35,15 @@ def scaffold_kwargs(config: BertConfig) -> Dict[str, Any]:
           layer_norm_epsilon=config.layer_norm_epsilon,
           initializer_range=config.initializer_range),
       num_layers=config.num_hidden_layers,
+      num_block_groups=config.num_hidden_groups,
+      use_pooler=config.use_pooler,
       initializer_range=config.initializer_range)
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
 class BertEncoder(EncoderScaffold):
-  """BERT: `BertEmbedding` + `TransformerEncoderBlock` x L + pooler.
+  """BERT (and its family, by `BertConfig.family`): `BertEmbedding` +
+  `TransformerEncoderBlock` x L + pooler.
 
   Inputs and outputs follow the TF Hub BERT encoder interface; see
   `EncoderScaffold`. Example:

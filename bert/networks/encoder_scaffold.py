@@ -1,4 +1,5 @@
-"""`EncoderScaffold`: an embedding network, N transformer blocks and a pooler."""
+"""`EncoderScaffold`: an embedding network, N transformer blocks (their
+weights shared by groups of layers, or not) and a pooler (or none)."""
 
 from typing import Any, Dict, Optional, Union
 
@@ -59,7 +60,8 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
   `call(inputs, training=None, pooled_only=False)`:
     inputs  {input_word_ids, input_mask, input_type_ids}: int32 [batch, seq]
     outputs {sequence_output [batch, seq, hidden],
-             pooled_output [batch, hidden] (dense + tanh on the first token),
+             pooled_output [batch, hidden] (dense + tanh on the first token;
+               without a pooler, the first token's sequence output),
              encoder_outputs: list of [batch, seq, hidden], one per block,
              attention_probs: list of [batch, heads, seq, seq] (only with
                return_attention_probs=True)}
@@ -92,7 +94,13 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
       output_positions=...)`; with `output_positions` [batch, k] it returns
       those rows only, [batch, k, hidden].
     block_cfg: keyword arguments of `block_cls`.
-    num_layers: number of blocks.
+    num_layers: number of layers (block applications).
+    num_block_groups: None: every layer its own block; G: G blocks, layer
+      i applying block `i * G // num_layers` (ALBERT's cross-layer sharing:
+      G=1, one block for every layer). `transformer_layers` holds the
+      blocks, `layer_blocks` the block of each layer.
+    use_pooler: False builds no pooler; `pooled_output` is then the first
+      token's sequence output (RoBERTa, DistilBERT, ELECTRA).
     hidden_size: the width of the blocks' outputs; default
       `embedding_cfg["hidden_size"]`.
     initializer_range: stddev of the pooler's initializer.
@@ -108,6 +116,8 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
                hidden_size: Optional[int] = None,
                initializer_range: float = 0.02,
                return_attention_probs: bool = False,
+               num_block_groups: Optional[int] = None,
+               use_pooler: bool = True,
                **kwargs):
     super().__init__(**kwargs)
     hidden_size = hidden_size or embedding_cfg.get("hidden_size")
@@ -118,11 +128,24 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
     block_cls = _resolve(block_cls)
     self.embedding_layer = embedding_cls(**embedding_cfg, name="embeddings")
     self.mask_layer = SelfAttentionMask(name="self_attention_mask")
-    self.transformer_layers = [block_cls(**block_cfg, name=f"transformer/layer_{i}")
-                               for i in range(num_layers)]
-    self.pooler_layer = tf_keras.layers.Dense(
-        hidden_size, activation="tanh",
-        kernel_initializer=initializer(initializer_range), name="pooler")
+    if num_block_groups is None:
+      self.transformer_layers = [
+          block_cls(**block_cfg, name=f"transformer/layer_{i}")
+          for i in range(num_layers)]
+      layer_blocks = list(range(num_layers))
+    else:
+      self.transformer_layers = [
+          block_cls(**block_cfg, name=f"transformer/group_{g}")
+          for g in range(num_block_groups)]
+      layer_blocks = [i * num_block_groups // num_layers
+                      for i in range(num_layers)]
+    # Not tracked (a list of ints): the block each layer applies.
+    object.__setattr__(self, "layer_blocks", tuple(layer_blocks))
+    self.pooler_layer = None
+    if use_pooler:
+      self.pooler_layer = tf_keras.layers.Dense(
+          hidden_size, activation="tanh",
+          kernel_initializer=initializer(initializer_range), name="pooler")
     self.hidden_size = hidden_size
     self.return_attention_probs = return_attention_probs
     # Not tracked by Keras (which would wrap the dicts in its own types):
@@ -135,13 +158,16 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
         num_layers=num_layers,
         hidden_size=hidden_size,
         initializer_range=initializer_range,
-        return_attention_probs=return_attention_probs))
+        return_attention_probs=return_attention_probs,
+        num_block_groups=num_block_groups,
+        use_pooler=use_pooler))
     # Every weight exists from construction on (checkpoints load into a
     # fresh encoder), and a SavedModel traces the plain TF Hub inputs.
     build_sublayer(self.embedding_layer, None)
     for block in self.transformer_layers:
       build_sublayer(block, [None, None, hidden_size])
-    build_sublayer(self.pooler_layer, [None, hidden_size])
+    if self.pooler_layer is not None:
+      build_sublayer(self.pooler_layer, [None, hidden_size])
     self.built = True
     self._set_save_spec({k: tf.TensorSpec([None, None], tf.int32, name=k)
                          for k in ENCODER_INPUTS})
@@ -163,10 +189,10 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
     cls_positions = inputs.get("cls_positions")              # [batch, k] or None
     if cls_positions is None:
       cls_positions = tf.zeros([tf.shape(word_ids)[0], 1], tf.int32)
-    blocks = self.transformer_layers
     encoder_outputs, attention_probs = [], []
-    for i, block in enumerate(blocks):
-      last = i == len(blocks) - 1
+    for i, b in enumerate(self.layer_blocks):
+      block = self.transformer_layers[b]
+      last = i == len(self.layer_blocks) - 1
       x = block(x, attention_mask=mask, training=training,
                 return_attention_probs=with_probs,
                 # Only the pooled rows of the last block, when only they are used.
@@ -179,7 +205,8 @@ class EncoderScaffold(AtomicSave, tf_keras.Model):
     first = x if pooled_only else tf.gather(x, cls_positions, batch_dims=1)
     if "cls_positions" not in inputs:
       first = first[:, 0, :]                                  # [batch, hidden]
-    pooled_output = self.pooler_layer(first)
+    pooled_output = (first if self.pooler_layer is None
+                     else self.pooler_layer(first))
     if pooled_only:
       return dict(pooled_output=pooled_output)
     outputs = dict(sequence_output=x, pooled_output=pooled_output,

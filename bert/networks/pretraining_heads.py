@@ -8,12 +8,13 @@ from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 
 
-def build_pretraining_heads(encoder):
+def build_pretraining_heads(encoder, next_sentence: bool = True):
   """BERT's pre-training heads for `encoder`, built: (masked_lm, next_sentence).
 
   The masked-LM head is tied to the encoder's word-embedding table; the
-  next-sentence head is a dense layer to 2 logits on `pooled_output` (no
-  dropout, as google-research `get_next_sentence_output`).
+  next-sentence head (ALBERT's sentence-order head has the same shape) is a
+  dense layer to 2 logits on `pooled_output` (no dropout, as google-research
+  `get_next_sentence_output`); None without `next_sentence`.
   """
   config = encoder.config
   masked_lm = MaskedLMHead(
@@ -21,9 +22,11 @@ def build_pretraining_heads(encoder):
       initializer_range=config.initializer_range,
       layer_norm_epsilon=config.layer_norm_epsilon,
       embedding_table=encoder.get_embedding_table(), name="masked_lm")
-  next_sentence = ClassificationHead(
+  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
+  if not next_sentence:
+    return masked_lm, None
+  sentence = ClassificationHead(
       num_classes=2, dropout_rate=0.0,
       initializer_range=config.initializer_range, name="next_sentence")
-  masked_lm(tf.zeros([1, 1, config.hidden_size]), tf.zeros([1, 1], tf.int32))
-  next_sentence(tf.zeros([1, config.hidden_size]))
-  return masked_lm, next_sentence
+  sentence(tf.zeros([1, config.hidden_size]))
+  return masked_lm, sentence

@@ -1,0 +1,274 @@
+"""The BERT family against Hugging Face transformers (PyTorch, test extra):
+randomly initialised RoBERTa, ALBERT, DistilBERT and ELECTRA models saved
+with `save_pretrained`, read by `bert.checkpoints.load`, give the same
+sequence output, pooled output (where the family has a pooler), masked-LM
+logits and ALBERT sentence-order logits, with padding and two segments where
+the family has token types; and ours written back as a Hugging Face folder
+loads in transformers and agrees."""
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from bert import checkpoints
+from bert.config import BertConfig
+from bert.checkpoints.errors import CheckpointMismatchError
+from conftest import one_line
+
+TOL = 1e-5
+SMALL = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3,
+             num_attention_heads=4, intermediate_size=37,
+             max_position_embeddings=40)
+# Base-sized shapes (their released configs; a smaller vocabulary keeps the
+# files small, the blocks are full size).
+BASE = dict(vocab_size=1000, hidden_size=768, num_hidden_layers=12,
+            num_attention_heads=12, intermediate_size=3072,
+            max_position_embeddings=514)
+
+
+def hf_model(family, shape):
+  """A random transformers model of `family` with its pre-training heads,
+  its LayerNorm and bias values moved off their initial 1 and 0."""
+  T = transformers
+  d = dict(shape)
+  if family == "roberta":
+    config, cls = T.RobertaConfig(**d, type_vocab_size=1, pad_token_id=1,
+                                  layer_norm_eps=1e-5), T.RobertaForMaskedLM
+  elif family == "albert":
+    config, cls = T.AlbertConfig(**d, embedding_size=16,
+                                 hidden_act="gelu_new"), T.AlbertForPreTraining
+  elif family == "distilbert":
+    config = T.DistilBertConfig(
+        vocab_size=d["vocab_size"], dim=d["hidden_size"],
+        n_layers=d["num_hidden_layers"], n_heads=d["num_attention_heads"],
+        hidden_dim=d["intermediate_size"],
+        max_position_embeddings=d["max_position_embeddings"])
+    cls = T.DistilBertForMaskedLM
+  elif family == "electra":
+    config, cls = T.ElectraConfig(**d, embedding_size=16), T.ElectraForMaskedLM
+  else:
+    config, cls = T.BertConfig(**d), T.BertForPreTraining
+  torch.manual_seed(0)
+  model = cls(config).eval()
+  with torch.no_grad():
+    for name, p in model.named_parameters():
+      if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name:
+        p.add_(torch.randn_like(p) * 0.1)
+  return model
+
+
+def inputs(family, vocab_size, pad_id):
+  """Three rows of 12 ids: one full, two padded; two segments where the
+  family has token types."""
+  rng = np.random.RandomState(0)
+  ids = rng.randint(5, vocab_size, size=(3, 12))
+  mask = np.ones_like(ids)
+  mask[1, 8:] = 0
+  mask[2, 5:] = 0
+  ids = np.where(mask == 1, ids, pad_id)
+  types = np.zeros_like(ids)
+  if family in ("bert", "albert", "electra"):
+    types[:, 6:] = 1
+    types *= mask
+  return dict(input_word_ids=ids.astype(np.int32),
+              input_mask=mask.astype(np.int32),
+              input_type_ids=types.astype(np.int32))
+
+
+def hf_outputs(model, family, x):
+  kwargs = dict(input_ids=torch.tensor(x["input_word_ids"], dtype=torch.long),
+                attention_mask=torch.tensor(x["input_mask"], dtype=torch.long))
+  if family != "distilbert":
+    kwargs["token_type_ids"] = torch.tensor(x["input_type_ids"],
+                                            dtype=torch.long)
+  with torch.no_grad():
+    out = model(**kwargs, output_hidden_states=True)
+  result = dict(sequence_output=out.hidden_states[-1].numpy(),
+                logits=(out.prediction_logits if hasattr(out, "prediction_logits")
+                        else out.logits).numpy())
+  if family == "albert":
+    result["sentence_logits"] = out.sop_logits.numpy()
+  if family == "bert":
+    result["sentence_logits"] = out.seq_relationship_logits.numpy()
+  return result
+
+
+def our_outputs(ckpt, x):
+  out = ckpt.encoder(x)
+  batch, seq = x["input_word_ids"].shape
+  every = np.tile(np.arange(seq, dtype=np.int32), (batch, 1))
+  result = dict(sequence_output=out["sequence_output"].numpy(),
+                pooled_output=out["pooled_output"].numpy(),
+                logits=ckpt.masked_lm(out["sequence_output"], every).numpy())
+  if ckpt.next_sentence is not None:
+    result["sentence_logits"] = ckpt.next_sentence(out["pooled_output"]).numpy()
+  return result
+
+
+def assert_agree(ours, theirs, mask, what):
+  real = mask.astype(bool)          # padded rows' outputs are not compared
+  for key in ("sequence_output", "logits"):
+    diff = np.abs(ours[key] - theirs[key])[real].max()
+    assert diff <= TOL, f"{what} {key}: max abs diff {diff:.2e}"
+  if "sentence_logits" in theirs:
+    diff = np.abs(ours["sentence_logits"] - theirs["sentence_logits"]).max()
+    assert diff <= TOL, f"{what} sentence logits: max abs diff {diff:.2e}"
+
+
+FAMILIES = ("roberta", "albert", "distilbert", "electra", "bert")
+EXPECTED = dict(
+    roberta=dict(position_offset=2, type_vocab_size=1, use_pooler=False,
+                 num_hidden_groups=None, pad_token_id=1),
+    albert=dict(position_offset=0, type_vocab_size=2, use_pooler=True,
+                num_hidden_groups=1, embedding_size=16, hidden_act="gelu"),
+    distilbert=dict(position_offset=0, type_vocab_size=0, use_pooler=False,
+                    num_hidden_groups=None),
+    electra=dict(position_offset=0, type_vocab_size=2, use_pooler=False,
+                 embedding_size=16),
+    bert=dict(position_offset=0, type_vocab_size=2, use_pooler=True))
+
+
+def check_family(family, shape, tmp_path):
+  model = hf_model(family, shape)
+  folder = str(tmp_path / f"{family}_hf")
+  model.save_pretrained(folder)
+  ckpt = checkpoints.load(folder, with_heads=True)
+  assert ckpt.config.family == family
+  for field, value in EXPECTED[family].items():
+    assert getattr(ckpt.config, field) == value, field
+  x = inputs(family, shape["vocab_size"], model.config.pad_token_id or 0)
+  theirs = hf_outputs(model, family, x)
+  ours = our_outputs(ckpt, x)
+  assert_agree(ours, theirs, x["input_mask"], f"{family} read")
+  if not ckpt.config.use_pooler:
+    # No pooler: the pooled output is the first token's sequence output.
+    np.testing.assert_array_equal(ours["pooled_output"],
+                                  ours["sequence_output"][:, 0])
+  # Ours -> a Hugging Face folder -> transformers agrees with ours.
+  out = str(tmp_path / f"{family}_ours")
+  checkpoints.save(ckpt, out, format="hf")
+  again = type(model).from_pretrained(out).eval()
+  assert_agree(ours, hf_outputs(again, family, x), x["input_mask"],
+               f"{family} written")
+  # And through our own formats: the same config and the same numbers.
+  for fmt in ("tf2", "tf1"):
+    path = str(tmp_path / f"{family}_{fmt}")
+    checkpoints.save(ckpt, path, format=fmt)
+    back = checkpoints.load(path, with_heads=True)
+    assert back.config == ckpt.config, fmt
+    mine = our_outputs(back, x)
+    for key, value in ours.items():
+      np.testing.assert_allclose(mine[key], value, rtol=0, atol=1e-6,
+                                 err_msg=f"{family} {fmt} {key}")
+  return ckpt
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_small_models_equal_transformers_both_ways(family, tmp_path):
+  ckpt = check_family(family, SMALL, tmp_path)
+  if family == "albert":
+    # One block, applied by every layer.
+    assert len(ckpt.encoder.transformer_layers) == 1
+    assert ckpt.encoder.layer_blocks == (0, 0, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES[:4])
+def test_base_sized_models_equal_transformers_both_ways(family, tmp_path):
+  check_family(family, BASE, tmp_path)
+
+
+def test_pooled_output_of_a_bert_family_model_with_a_pooler(tmp_path):
+  """ALBERT's pooler (a bare Linear in transformers) is ours: the pooled
+  outputs agree."""
+  model = hf_model("albert", SMALL)
+  model.save_pretrained(str(tmp_path / "albert"))
+  ckpt = checkpoints.load(str(tmp_path / "albert"))
+  x = inputs("albert", SMALL["vocab_size"], 0)
+  with torch.no_grad():
+    theirs = model.albert(
+        input_ids=torch.tensor(x["input_word_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(x["input_mask"], dtype=torch.long),
+        token_type_ids=torch.tensor(x["input_type_ids"], dtype=torch.long)
+    ).pooler_output.numpy()
+  ours = ckpt.encoder(x)["pooled_output"].numpy()
+  assert np.abs(ours - theirs).max() <= TOL
+
+
+def test_roberta_positions_start_past_the_padding_id():
+  """The longest RoBERTa input is the table's rows past the offset: 512 of
+  514; one more is refused, naming both lengths (inside Keras' wrapping of
+  a layer's error)."""
+  from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  config = BertConfig.preset("roberta_base", num_hidden_layers=1,
+                             vocab_size=60)
+  assert config.max_seq_length == 512
+  encoder = BertEncoder(config)
+  ids = np.full((1, 513), 5, np.int32)
+  with pytest.raises(ValueError) as e:
+    encoder(dict(input_word_ids=ids, input_mask=np.ones_like(ids),
+                 input_type_ids=np.zeros_like(ids)))
+  assert ("sequence length 513, longer than max_position_embeddings=514 past "
+          "position_offset=2 (512 positions)") in str(e.value)
+
+
+def test_a_checkpoint_of_another_family_is_a_one_line_mismatch(tmp_path):
+  """A RoBERTa folder whose config.json says BERT: its weights do not fit
+  and the error names the file and the first problem."""
+  import json  # pylint: disable=g-import-not-at-top
+  model = hf_model("roberta", SMALL)
+  folder = tmp_path / "roberta"
+  model.save_pretrained(str(folder))
+  config = json.loads((folder / "config.json").read_text())
+  config["model_type"] = "bert"
+  config["architectures"] = ["BertForMaskedLM"]
+  (folder / "config.json").write_text(json.dumps(config))
+  with pytest.raises(CheckpointMismatchError) as e:
+    checkpoints.load(str(folder))
+  one_line(e, "model.safetensors", "config.json")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_configs_round_trip_through_both_file_formats(family):
+  name = dict(roberta="roberta_base", albert="albert_base_v2",
+              distilbert="distilbert_base_uncased",
+              electra="electra_small_discriminator", bert="bert_base")[family]
+  config = BertConfig.preset(name)
+  assert config.family == family
+  assert BertConfig.from_google_dict(config.to_google_dict()) == config
+  back = BertConfig.from_hf_dict(config.to_hf_dict())
+  assert back.family == family
+  # RoBERTa's pooler is told by the weights, not the config file.
+  assert back == (config if family != "roberta"
+                  else BertConfig.preset(name, use_pooler=True))
+
+
+def test_model_garden_cannot_hold_another_family(tmp_path):
+  from bert.checkpoints.errors import CheckpointError  # pylint: disable=g-import-not-at-top
+  from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  encoder = BertEncoder(BertConfig(**SMALL, family="electra", use_pooler=False))
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.save(encoder, str(tmp_path / "mg"), format="model_garden")
+  one_line(e, "electra", "Model Garden")
+  assert not (tmp_path / "mg").exists()
+
+
+def test_bad_family_configs_are_one_line():
+  with pytest.raises(ValueError) as e:
+    BertConfig.from_hf_dict(dict(SMALL, model_type="gpt2"))
+  one_line(e, "model_type='gpt2'")
+  with pytest.raises(ValueError) as e:
+    BertConfig(family="xlnet")
+  one_line(e, "BertConfig.family")
+  with pytest.raises(ValueError) as e:
+    BertConfig(num_hidden_layers=2, num_hidden_groups=3)
+  one_line(e, "num_hidden_groups")
+  with pytest.raises(ValueError) as e:
+    BertConfig.preset("bert_base", family="distilbert").to_hf_dict()
+  one_line(e, "distilbert")
+  with pytest.raises(ValueError) as e:
+    BertConfig.from_hf_dict(dict(
+        model_type="distilbert", vocab_size=10, dim=8, n_layers=1, n_heads=2,
+        hidden_dim=16, max_position_embeddings=8, sinusoidal_pos_embds=True))
+  one_line(e, "sinusoidal_pos_embds")
