@@ -194,8 +194,10 @@ def _read(folder, fmt, with_heads, preprocessing) -> CheckedCheckpoint:
       folder, fmt, preprocessing)
   if vocab_file is not None:
     _check_vocab(vocab_file, config)
+  # The masked-LM head makes a checkpoint one with pre-training heads
+  # (ELECTRA's discriminator head alone does not: it is not built here).
   has_heads = arrays is not None and any(
-      n.startswith(mapping.HEAD_PREFIX) for n in arrays)
+      n.startswith(mapping.HEAD_PREFIX + "predictions/") for n in arrays)
   # Config and weights are compared before anything is built: a config that
   # does not fit (say max_position_embeddings=1e12) is one line naming both,
   # not an allocation that fails deep inside TensorFlow.

@@ -244,6 +244,28 @@ def test_family_configs_round_trip_through_both_file_formats(family):
                   else BertConfig.preset(name, use_pooler=True))
 
 
+def test_an_electra_discriminator_loads_its_encoder(tmp_path):
+  """ElectraForPreTraining (the released discriminators): the encoder
+  agrees with transformers; its discriminator head is listed as ignored."""
+  torch.manual_seed(0)
+  model = transformers.ElectraForPreTraining(
+      transformers.ElectraConfig(**SMALL, embedding_size=16)).eval()
+  model.save_pretrained(str(tmp_path / "disc"))
+  ckpt = checkpoints.load(str(tmp_path / "disc"), with_heads=True)
+  assert ckpt.masked_lm is None
+  assert "cls/discriminator_predictions/dense_1/kernel" in ckpt.ignored_variables
+  x = inputs("electra", SMALL["vocab_size"], 0)
+  with torch.no_grad():
+    theirs = model.electra(
+        input_ids=torch.tensor(x["input_word_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(x["input_mask"], dtype=torch.long),
+        token_type_ids=torch.tensor(x["input_type_ids"], dtype=torch.long)
+    ).last_hidden_state.numpy()
+  ours = ckpt.encoder(x)["sequence_output"].numpy()
+  real = x["input_mask"].astype(bool)
+  assert np.abs(ours - theirs)[real].max() <= TOL
+
+
 def test_model_garden_cannot_hold_another_family(tmp_path):
   from bert.checkpoints.errors import CheckpointError  # pylint: disable=g-import-not-at-top
   from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
