@@ -50,14 +50,22 @@ class BertPackInputs(tf_keras.layers.Layer):
   [batch, seq_length] tensors: `input_word_ids`, `input_mask` (1 = real
   token) and `input_type_ids` (segment index). Segments that do not fit are
   truncated from the end, longest first, as the reference does.
+
+  RoBERTa's template, `<s> a </s></s> b </s>` with every type id 0, is
+  `separators_between_segments=2, segment_type_ids=False` (with its ids:
+  <s> starts, </s> ends, <pad> pads).
   """
 
   def __init__(self, seq_length: int,
                special_tokens_dict: Optional[Dict[str, int]] = None,
                start_of_sequence_id: Optional[int] = None,
                end_of_segment_id: Optional[int] = None,
-               padding_id: Optional[int] = None, **kwargs):
+               padding_id: Optional[int] = None,
+               separators_between_segments: int = 1,
+               segment_type_ids: bool = True, **kwargs):
     super().__init__(**kwargs)
+    self.separators_between_segments = int(separators_between_segments)
+    self.segment_type_ids = bool(segment_type_ids)
     special = dict(special_tokens_dict or {})
     self.seq_length = int(seq_length)
     self.start_of_sequence_id = int(
@@ -75,8 +83,11 @@ class BertPackInputs(tf_keras.layers.Layer):
     segments = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s
                 for s in segments]
     segments = [tf.cast(s, tf.int32) for s in segments]
-    # Room for the segments: seq_length minus [CLS] and one [SEP] each.
-    budget = tf.cast(seq_length, tf.int64) - (len(segments) + 1)
+    # Room for the segments: seq_length minus [CLS], one [SEP] each and the
+    # extra separators between segments.
+    extra = self.separators_between_segments - 1
+    budget = tf.cast(seq_length, tf.int64) - (
+        len(segments) + 1 + extra * (len(segments) - 1))
     tf.debugging.assert_non_negative(
         budget, message=f"seq_length is too short for {len(segments)} segments")
     lengths = tf.stack([s.row_lengths() for s in segments], axis=1)
@@ -85,9 +96,17 @@ class BertPackInputs(tf_keras.layers.Layer):
         tf.ragged.boolean_mask(
             s, tf.ragged.range(s.row_lengths()) < keep[:, i:i + 1])
         for i, s in enumerate(segments)]
+    if extra:
+      # The extra separators open every segment after the first.
+      trimmed = trimmed[:1] + [
+          tf.concat([tf.fill([tf.shape(s.row_lengths())[0], extra],
+                             tf.cast(self.end_of_segment_id, s.dtype)), s],
+                    axis=1) for s in trimmed[1:]]
     ids, type_ids = tf_text.combine_segments(
         trimmed, start_of_sequence_id=self.start_of_sequence_id,
         end_of_segment_id=self.end_of_segment_id)
+    if not self.segment_type_ids:
+      type_ids = tf.zeros_like(type_ids)
     word_ids, mask = tf_text.pad_model_inputs(
         ids, max_seq_length=seq_length, pad_value=self.padding_id)
     type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
@@ -100,5 +119,7 @@ class BertPackInputs(tf_keras.layers.Layer):
     config.update(seq_length=self.seq_length,
                   start_of_sequence_id=self.start_of_sequence_id,
                   end_of_segment_id=self.end_of_segment_id,
-                  padding_id=self.padding_id)
+                  padding_id=self.padding_id,
+                  separators_between_segments=self.separators_between_segments,
+                  segment_type_ids=self.segment_type_ids)
     return config

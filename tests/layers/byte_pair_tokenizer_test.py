@@ -161,3 +161,30 @@ def test_the_byte_table_is_gpt2s():
   assert table[ord(" ")] == "\u0120" and table[ord("\n")] == "\u010a"
   assert table[ord("A")] == "A" and table[0xAD] == "\u0143"
   assert np.all([len(c) == 1 for c in table.values()])
+
+
+@pytest.mark.parametrize("seq_length", [8, 16, 64])
+def test_packed_pairs_equal_robertas_template_and_truncation(bpe, seq_length):
+  """`<s> a </s></s> b </s>`, type ids 0, pad id 1, longest-first
+  truncation: as RobertaTokenizerFast(a, b, truncation=True)."""
+  from bert.layers.bert_pack_inputs import BertPackInputs  # pylint: disable=g-import-not-at-top
+  _, reference, ours = bpe
+  first = ["Where is the Eiffel tower?", "a", "The quick brown fox jumps.",
+           "x " * 30]
+  second = ["It stands in Paris, beside the Seine.", "b c d e f g h i j",
+            "", "short"]
+  packer = BertPackInputs(
+      seq_length, start_of_sequence_id=ours.token_to_id("<s>"),
+      end_of_segment_id=ours.token_to_id("</s>"),
+      padding_id=ours.token_to_id("<pad>"), separators_between_segments=2,
+      segment_type_ids=False)
+  got = packer([ours(first), ours(second)])
+  want = reference(first, second, truncation=True, max_length=seq_length,
+                   padding="max_length")
+  np.testing.assert_array_equal(got["input_word_ids"], want["input_ids"])
+  np.testing.assert_array_equal(got["input_mask"], want["attention_mask"])
+  assert not np.any(got["input_type_ids"])
+  single = packer([ours(first)])
+  want = reference(first, truncation=True, max_length=seq_length,
+                   padding="max_length")
+  np.testing.assert_array_equal(single["input_word_ids"], want["input_ids"])
