@@ -164,6 +164,11 @@ class BertTokenizer(tf_keras.layers.Layer):
       ids["mask_id"] = self._vocab.index("[MASK]")
     return ids
 
+  @staticmethod
+  def packer_options() -> Dict[str, object]:
+    """BERT's template for BertPackInputs (its defaults)."""
+    return {}
+
   # ------------------------------------------------------------- tokenize
   def call(self, inputs):
     return self.tokenize(inputs, with_offsets=self.tokenize_with_offsets)

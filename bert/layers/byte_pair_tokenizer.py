@@ -164,10 +164,41 @@ class BytePairTokenizer(tf_keras.layers.Layer):
   def vocab_size(self) -> int:
     return len(self._vocab)
 
+  @property
+  def vocab(self) -> List[str]:
+    """The tokens in id order."""
+    return sorted(self._vocab, key=self._vocab.get)
+
+  lower_case = False
+
   def token_to_id(self, token: str) -> int:
     return self._vocab[token]
 
+  def get_special_tokens_dict(self) -> Dict[str, int]:
+    """Ids of the special tokens, named as BertTokenizer's (RoBERTa's
+    `<s>` starts a sequence, `</s>` ends a segment)."""
+    ids = dict(padding_id=self._vocab["<pad>"],
+               start_of_sequence_id=self._vocab["<s>"],
+               end_of_segment_id=self._vocab["</s>"],
+               unknown_id=self._unknown_id, vocab_size=len(self._vocab))
+    if "<mask>" in self._vocab:
+      ids["mask_id"] = self._vocab["<mask>"]
+    return ids
+
+  @staticmethod
+  def packer_options() -> Dict[str, object]:
+    """RoBERTa's template for BertPackInputs: `<s> a </s></s> b </s>`, every
+    type id 0."""
+    return dict(separators_between_segments=2, segment_type_ids=False)
+
+  def tokenize(self, texts, with_offsets: bool = False):
+    """string [batch] -> ids [batch, (tokens)] (+ start, end offsets)."""
+    return self._tokenize(texts, with_offsets)
+
   def call(self, texts):
+    return self._tokenize(texts, self.tokenize_with_offsets)
+
+  def _tokenize(self, texts, with_offsets):
     texts = tf.convert_to_tensor(texts, tf.string)
     if self.add_prefix_space:
       texts = tf.strings.join([" ", texts])
@@ -218,7 +249,7 @@ class BytePairTokenizer(tf_keras.layers.Layer):
     out_ids = tf.RaggedTensor.from_row_splits(
         tf.cast(merged_ids, tf.int32),
         tf.gather(tf.concat([[0], tf.cumsum(n_tokens)], 0), pieces.row_splits))
-    if not self.tokenize_with_offsets:
+    if not with_offsets:
       return out_ids
     shift = 1 if self.add_prefix_space else 0
     begin = out_ids.with_flat_values(piece_start + merged_starts)

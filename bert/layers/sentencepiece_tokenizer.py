@@ -100,8 +100,36 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
   def vocab_size(self) -> int:
     return self._processor.get_piece_size()
 
+  @property
+  def vocab(self):
+    """The pieces in id order."""
+    return [self._processor.id_to_piece(i)
+            for i in range(self._processor.get_piece_size())]
+
   def token_to_id(self, token: str) -> int:
     return self._processor.piece_to_id(token)
+
+  def get_special_tokens_dict(self):
+    """Ids of the special tokens, named as BertTokenizer's."""
+    ids = dict(padding_id=self._special["<pad>"],
+               start_of_sequence_id=self._special["[CLS]"],
+               end_of_segment_id=self._special["[SEP]"],
+               unknown_id=self._processor.unk_id(),
+               vocab_size=self._processor.get_piece_size())
+    if "[MASK]" in self._special:
+      ids["mask_id"] = self._special["[MASK]"]
+    return ids
+
+  @staticmethod
+  def packer_options():
+    """ALBERT packs as BERT: `[CLS] a [SEP] b [SEP]`, segment type ids."""
+    return {}
+
+  def tokenize(self, texts, with_offsets: bool = False):
+    """string [batch] -> ids [batch, (tokens)]."""
+    if with_offsets:
+      raise NotImplementedError("SentencePieceTokenizer has no offsets yet")
+    return self.call(texts)
 
   def normalize(self, texts):
     texts = tf.strings.regex_replace(texts, "``|''", '"')

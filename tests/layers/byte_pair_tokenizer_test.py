@@ -173,11 +173,12 @@ def test_packed_pairs_equal_robertas_template_and_truncation(bpe, seq_length):
            "x " * 30]
   second = ["It stands in Paris, beside the Seine.", "b c d e f g h i j",
             "", "short"]
-  packer = BertPackInputs(
-      seq_length, start_of_sequence_id=ours.token_to_id("<s>"),
-      end_of_segment_id=ours.token_to_id("</s>"),
-      padding_id=ours.token_to_id("<pad>"), separators_between_segments=2,
-      segment_type_ids=False)
+  special = ours.get_special_tokens_dict()
+  assert (special["start_of_sequence_id"], special["end_of_segment_id"],
+          special["padding_id"], special["mask_id"]) == (
+              reference.bos_token_id, reference.sep_token_id,
+              reference.pad_token_id, reference.mask_token_id)
+  packer = BertPackInputs(seq_length, special, **ours.packer_options())
   got = packer([ours(first), ours(second)])
   want = reference(first, second, truncation=True, max_length=seq_length,
                    padding="max_length")

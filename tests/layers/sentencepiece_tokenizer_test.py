@@ -77,6 +77,27 @@ def test_numbers_keep_their_comma_apart_as_the_reference(spiece):
       texts, add_special_tokens=False)["input_ids"]
 
 
+def test_pairs_pack_as_the_reference(spiece):
+  """[CLS] a [SEP] b [SEP] with segment type ids, through BertPackInputs
+  with the tokenizer's special ids."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from bert.layers.bert_pack_inputs import BertPackInputs  # pylint: disable=g-import-not-at-top
+  _, reference, ours = spiece
+  special = ours.get_special_tokens_dict()
+  assert (special["start_of_sequence_id"], special["end_of_segment_id"],
+          special["padding_id"], special["mask_id"]) == (
+              reference.cls_token_id, reference.sep_token_id,
+              reference.pad_token_id, reference.mask_token_id)
+  first, second = ["Where is the tower?", "a b"], ["In Paris, 1889.", "c"]
+  packer = BertPackInputs(16, special, **ours.packer_options())
+  got = packer([ours(first), ours(second)])
+  want = reference(first, second, truncation=True, max_length=16,
+                   padding="max_length", return_token_type_ids=True)
+  np.testing.assert_array_equal(got["input_word_ids"], want["input_ids"])
+  np.testing.assert_array_equal(got["input_type_ids"], want["token_type_ids"])
+  np.testing.assert_array_equal(got["input_mask"], want["attention_mask"])
+
+
 def test_a_file_that_is_not_a_model_is_one_line(tmp_path):
   (tmp_path / "spiece.model").write_bytes(b"\x00\x01 not a model")
   with pytest.raises(DataError) as e:
