@@ -146,7 +146,17 @@ def check_same_vocab(owner: str, student, teacher) -> None:
   pieces with its casing. student, teacher: (tokens in id order,
   lower_case, where they come from)."""
   (s_vocab, s_lower, s_from), (t_vocab, t_lower, t_from) = student, teacher
+  s_kind, t_kind = (getattr(v, "kind", "wordpiece") for v in (s_vocab, t_vocab))
+  if s_kind != t_kind:
+    raise ConfigError(f"{owner}: the student's vocab ({s_from}) is a {s_kind} "
+                      f"vocabulary, the teacher's ({t_from}) a {t_kind} one; "
+                      "student and teacher must share one vocabulary")
+  same_contents = s_vocab == t_vocab
   s_vocab, t_vocab = list(s_vocab), list(t_vocab)
+  if s_vocab == t_vocab and not same_contents:
+    raise ConfigError(f"{owner}: the student's vocab ({s_from}) has the "
+                      f"teacher's ({t_from}) tokens but other merges or "
+                      "scores; student and teacher must share one vocabulary")
   if s_vocab != t_vocab:
     if len(s_vocab) != len(t_vocab):
       how = f"{len(s_vocab)} tokens against {len(t_vocab)}"

@@ -228,3 +228,10 @@ def write_run(folder, bindings):
   finally:
     gin.clear_config()
   return folder
+
+
+@pytest.fixture(scope="session")
+def family_root(tmp_path_factory):
+  """A folder where tests/family.py makes the family vocabularies and tiny
+  Hugging Face folders, once per session."""
+  return str(tmp_path_factory.mktemp("family"))

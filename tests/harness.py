@@ -847,3 +847,47 @@ def _train_whole(make_task, folder, steps):
   whole = os.path.join(str(folder), "whole")
   train_run(make_task(), whole, steps, steps // 2)
   return whole
+
+
+# ------------------------------------------------ Keras task model checks
+def one_step_lowers_the_loss(model, x, y):
+  """One `fit` step on all the rows of (x, y) (one length bucket, one
+  batch) lowers their loss."""
+  pre = model.preprocessor
+  buckets, pre.length_buckets = pre.length_buckets, (pre.seq_length,)
+  rows = len(pre.encode(x, y)["input_word_ids"])
+  before = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
+  model.fit(x, y, batch_size=rows, epochs=1, verbose=0)
+  after = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
+  pre.length_buckets = buckets
+  assert model.optimizer.iterations.numpy() == 1
+  assert after < before, (before, after)
+
+
+def same_after_round_trips(model, x, tmp_path):
+  """get_config and save/load round trips: the same outputs (<= 1e-6) on the
+  encoded raw inputs, and the same predictions on the raw inputs."""
+  expected = model.predict(x)
+
+  def outputs(m):
+    features = m.preprocessor.encode(x)
+    return m(m.preprocessor.model_inputs(features), training=False)
+
+  clone = type(model).from_config(model.get_config())
+  clone.set_weights(model.get_weights())
+  model.save(str(tmp_path / "saved"))
+  loaded = tf_keras.models.load_model(str(tmp_path / "saved"))
+  for other in (clone, loaded):
+    assert type(other) is type(model)
+    assert other.preprocessor.get_config() == model.preprocessor.get_config()
+    for k, v in outputs(model).items():
+      np.testing.assert_allclose(outputs(other)[k], v, rtol=0, atol=1e-6)
+    got = other.predict(x)
+    for k, v in expected.items():
+      if k == "nbest":          # scores as floats: the answers are compared
+        continue
+      if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+        np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-6)
+      else:
+        assert np.all(got[k] == v) if isinstance(v, np.ndarray) else got[k] == v
+  return expected

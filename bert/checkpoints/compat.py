@@ -6,11 +6,9 @@ from another config goes through these, so the checks and their messages
 are the same everywhere.
 """
 
-from typing import List
-
 from bert.checkpoints.errors import CheckpointMismatchError
 from bert.config import BertConfig
-from bert.layers.bert_tokenizer import read_vocab
+from bert.layers.vocabulary import KIND_OF_FAMILY, Vocabulary
 
 # The config fields that decide the encoder's variables and their shapes,
 # and what the weights mean (the family's names, positions, sharing).
@@ -20,12 +18,19 @@ SHAPE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers",
                 "position_offset", "use_pooler", "num_hidden_groups")
 
 
-def check_vocab_size(vocab_file: str, config: BertConfig) -> List[str]:
-  """The tokens of `vocab_file` (well formed, see `read_vocab`), or a
-  CheckpointMismatchError when their count is not `config.vocab_size`: ids
-  past the embedding table, or rows no token reaches, mean the vocab belongs
-  to another model."""
-  tokens = read_vocab(vocab_file)
+def check_vocab_size(vocab_file: str, config: BertConfig) -> Vocabulary:
+  """The vocabulary of `vocab_file` (well formed, see `Vocabulary.from_file`),
+  or a CheckpointMismatchError when its kind is not the family's (a RoBERTa
+  vocab.json for a WordPiece model) or its size is not `config.vocab_size`:
+  ids past the embedding table, or rows no token reaches, mean the vocab
+  belongs to another model."""
+  tokens = Vocabulary.from_file(vocab_file)
+  expected = KIND_OF_FAMILY[config.family]
+  if tokens.kind != expected:
+    raise CheckpointMismatchError(
+        f"vocab {vocab_file} is a {tokens.kind} vocabulary but the model "
+        f"(family={config.family}) tokenizes with {expected}; this vocab does "
+        "not belong to this model")
   if len(tokens) != config.vocab_size:
     raise CheckpointMismatchError(
         f"vocab {vocab_file} has {len(tokens)} tokens but the model's "

@@ -1,12 +1,13 @@
-"""A Hugging Face folder's WordPiece vocabulary from its tokenizer.json.
+"""A Hugging Face folder's vocabulary from its tokenizer.json.
 
 Folders saved by recent `transformers` (and so by sentence-transformers)
-hold the fast tokenizer's tokenizer.json and no vocab.txt. Everything that
-tokenizes here reads a vocab.txt (in-graph lookup tables, TF Hub assets),
-so the vocabulary is written once as a vocab.txt into the cache
-(`bert.pretrained.default_cache_dir()`/vocab/<sha256 of tokenizer.json>.txt),
-never into the checkpoint's folder, and that file is the checkpoint's
-`vocab_file`.
+hold the fast tokenizer's tokenizer.json and no vocab.txt, vocab.json or
+spiece.model. A WordPiece vocabulary is written once as a vocab.txt into
+the cache (`bert.pretrained.default_cache_dir()`/vocab/<sha256>.txt), never
+into the checkpoint's folder, and that file is the checkpoint's
+`vocab_file` (TF Hub exports carry a vocab.txt asset). A byte-level BPE or
+Unigram tokenizer.json is itself the `vocab_file`: `Vocabulary.from_file`
+reads it.
 """
 
 import hashlib
@@ -21,6 +22,20 @@ from bert.untrusted import kind, read_json
 TOKENIZER_JSON = "tokenizer.json"
 
 
+def vocabulary_file(folder: str) -> Tuple[Optional[str], Optional[bool]]:
+  """(vocabulary file, lowercase or None) of `folder`'s tokenizer.json: the
+  cached vocab.txt of a WordPiece one, the tokenizer.json itself for BPE or
+  Unigram; (None, None) without one."""
+  path = os.path.join(folder, TOKENIZER_JSON)
+  if not os.path.isfile(path):
+    return None, None
+  data = read_json(path, CheckpointError)
+  model = data.get("model")
+  if isinstance(model, dict) and model.get("type") in ("BPE", "Unigram"):
+    return path, None
+  return wordpiece_vocab(folder)
+
+
 def wordpiece_vocab(folder: str) -> Tuple[Optional[str], Optional[bool]]:
   """(vocab.txt path, lowercase or None) from `folder`'s tokenizer.json when
   it is a WordPiece tokenizer; (None, None) without one. Another model type
@@ -32,8 +47,8 @@ def wordpiece_vocab(folder: str) -> Tuple[Optional[str], Optional[bool]]:
   model = data.get("model")
   if not isinstance(model, dict) or model.get("type") != "WordPiece":
     found = model.get("type") if isinstance(model, dict) else kind(model)
-    raise CheckpointError(f"{path}: the tokenizer model is {found!r}, not "
-                          "WordPiece, and the folder has no vocab.txt")
+    raise CheckpointError(f"{path}: the tokenizer model is {found!r}; "
+                          "expected WordPiece, BPE or Unigram")
   vocab = model.get("vocab")
   if not isinstance(vocab, dict) or not vocab:
     raise CheckpointError(f"{path}: model.vocab must be an object of token ids")

@@ -125,14 +125,12 @@ def read_folder(folder, fmt, preprocessing):
     return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
             lower_case, os.path.join(folder, keras_hub.WEIGHTS))
   config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
-  vocab_file = os.path.join(folder, VOCAB_FILE)
   lower_case = _lower_case(folder, fmt)
-  if not present(vocab_file):
-    vocab_file = None
-    if fmt == "hf":
-      vocab_file, lowercase = hf_tokenizer.wordpiece_vocab(folder)
-      if lower_case is None:
-        lower_case = lowercase
+  vocab_file = _vocab_file(folder)
+  if vocab_file is None and fmt == "hf":
+    vocab_file, lowercase = hf_tokenizer.vocabulary_file(folder)
+    if lower_case is None:
+      lower_case = lowercase
   if fmt == "tf2":
     return config, None, vocab_file, lower_case, folder
   if fmt == "hf":
@@ -148,6 +146,17 @@ def read_folder(folder, fmt, preprocessing):
   arrays = (model_garden.read(prefix) if fmt == "model_garden"
             else tf1.read_arrays(prefix))
   return config, arrays, vocab_file, lower_case, prefix
+
+
+def _vocab_file(folder) -> Optional[str]:
+  """The folder's vocabulary file: vocab.txt (WordPiece), vocab.json with
+  merges.txt (byte-level BPE) or spiece.model (SentencePiece); None
+  without one."""
+  for name in (VOCAB_FILE, "vocab.json", "spiece.model"):
+    path = os.path.join(folder, name)
+    if present(path):
+      return path
+  return None
 
 
 def _config_file(folder, fmt) -> Optional[str]:
@@ -208,7 +217,7 @@ def _read_config(folder, name):
 def check_vocab(vocab_file, config):
   """`check_vocab_size`, a malformed vocab being a CheckpointError too."""
   try:
-    check_vocab_size(vocab_file, config)
+    return check_vocab_size(vocab_file, config)
   except DataError as e:
     raise CheckpointError(str(e)) from None
 

@@ -3,7 +3,6 @@ in one of the writable formats (`load` reads them back)."""
 
 import json
 import os
-import shutil
 from typing import Optional, Union
 
 import tensorflow as tf
@@ -16,8 +15,7 @@ from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError
 from bert.checkpoints.loader import (WRITABLE_FORMATS, BertCheckpoint,
                                      _tf2_objects)
-from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
-                                     VOCAB_FILE)
+from bert.checkpoints.reader import GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE
 from bert.checkpoints.reader import TF2_PREFIX as _TF2_PREFIX
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.io import atomic_folder
@@ -79,8 +77,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         "so the masked-LM and next-sentence heads are not written")
   vocab_file = vocab_file or obj.vocab_file
   lower_case = obj.lower_case if lower_case is None else lower_case
-  if vocab_file is not None:
-    _check_vocab(vocab_file, obj.config)
+  vocabulary = (_check_vocab(vocab_file, obj.config)
+                if vocab_file is not None else None)
   with _atomic_folder(path) as tmp:
     # Our metadata goes into every format; the other ecosystems' readers
     # ignore the extra file, and it keeps the casing where they have no
@@ -112,12 +110,34 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         if obj.masked_lm is not None:
           hf_config["architectures"] = [_HF_PRETRAINING[family]]
         _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
-        if lower_case is not None:
-          _write_json(os.path.join(tmp, "tokenizer_config.json"), dict(
-              do_lower_case=lower_case, tokenizer_class="BertTokenizer"))
-    if vocab_file is not None:
-      shutil.copyfile(vocab_file, os.path.join(tmp, VOCAB_FILE))
+        if vocabulary is not None or lower_case is not None:
+          _write_json(os.path.join(tmp, "tokenizer_config.json"),
+                      _tokenizer_config(family, lower_case))
+    if vocabulary is not None:
+      # The vocabulary's own files (vocab.txt; vocab.json and merges.txt;
+      # spiece.model), whichever file it was read from.
+      vocabulary.write(tmp)
   return path
+
+
+def _tokenizer_config(family, lower_case):
+  """transformers' tokenizer_config.json: the family's tokenizer class and
+  special tokens, and the casing where the family has one."""
+  config = dict(tokenizer_class=_HF_TOKENIZER[family])
+  if family == "roberta":
+    config.update(bos_token="<s>", cls_token="<s>", eos_token="</s>",
+                  sep_token="</s>", pad_token="<pad>", unk_token="<unk>",
+                  mask_token="<mask>", add_prefix_space=False)
+  elif lower_case is not None:
+    config.update(do_lower_case=lower_case)
+  if family == "albert":
+    config.update(keep_accents=False)
+  return config
+
+
+_HF_TOKENIZER = dict(bert="BertTokenizer", distilbert="DistilBertTokenizer",
+                     electra="ElectraTokenizer", roberta="RobertaTokenizer",
+                     albert="AlbertTokenizer")
 
 
 # The Hugging Face class of an encoder with its pre-training heads.

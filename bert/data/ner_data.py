@@ -80,18 +80,17 @@ def encode_sentences(sentences: Sequence[Sentence], tokenizer, seq_length: int,
                      ) -> Dict[str, np.ndarray]:
   """Model inputs, one row per chunk of a sentence.
 
-  Each word becomes its word pieces (a word with none, e.g. only a zero-width
-  character, becomes [UNK]); the label sits on the first piece, -1 on the
-  others and on [CLS]/[SEP]/padding; `word_start` marks first pieces.
+  Each word becomes its word pieces as inside a sentence
+  (`Tokenizer.tokenize_words`; a word with none, e.g. only a zero-width
+  character, becomes the unknown token); the label sits on the first piece,
+  -1 on the others and on the family's start/end tokens and padding; `word_start` marks first pieces.
   Sentences longer than seq_length - 2 pieces are split at word boundaries
   into several rows; `sentence_id` and `first_word` say where each row belongs.
   """
-  special = tokenizer.get_special_tokens_dict()
-  cls, sep, pad = (special["start_of_sequence_id"], special["end_of_segment_id"],
-                   special["padding_id"])
-  unk = special["unknown_id"]
+  template = tokenizer.template
+  unk = tokenizer.get_special_tokens_dict()["unknown_id"]
   flat = [w for s in sentences for w in s.words]
-  pieces = tokenizer.tokenize(flat) if flat else []
+  pieces = tokenizer.tokenize_words(flat) if flat else []
   index = {t: i for i, t in enumerate(labels or [])}
   budget = seq_length - 2
   rows = dict(input_word_ids=[], input_mask=[], input_type_ids=[],
@@ -99,13 +98,13 @@ def encode_sentences(sentences: Sequence[Sentence], tokenizer, seq_length: int,
   k = 0
 
   def emit(ids, label_ids, starts, sentence_id, first_word):
-    n = len(ids) + 2
-    word_ids = [cls] + ids + [sep] + [pad] * (seq_length - n)
+    word_ids, mask, types = template.pack([ids], seq_length)
+    pad = seq_length - len(ids) - 1
     rows["input_word_ids"].append(word_ids)
-    rows["input_mask"].append([1] * n + [0] * (seq_length - n))
-    rows["input_type_ids"].append([0] * seq_length)
-    rows["label_ids"].append([-1] + label_ids + [-1] * (seq_length - n + 1))
-    rows["word_start"].append([0] + starts + [0] * (seq_length - n + 1))
+    rows["input_mask"].append(mask)
+    rows["input_type_ids"].append(types)
+    rows["label_ids"].append([-1] + label_ids + [-1] * pad)
+    rows["word_start"].append([0] + starts + [0] * pad)
     rows["sentence_id"].append(sentence_id)
     rows["first_word"].append(first_word)
 

@@ -17,6 +17,7 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 # The one checked reader of SQuAD files; its names are this module's API too.
+from bert.data.errors import DataError
 from bert.data.squad_config import SquadConfig
 from bert.data.squad_json import (  # pylint: disable=unused-import
     SquadExample, article_titles, load_squad, read_squad)
@@ -56,8 +57,8 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
   context (None outside the context) and whether it is the piece's
   max-context window.
   """
-  special = tokenizer.get_special_tokens_dict()
-  cls, sep = special["start_of_sequence_id"], special["end_of_segment_id"]
+  template = tokenizer.template
+  specials = template.special_count(2)
   questions = tokenizer.tokenize([e.question for e in examples])
   contexts = {}
   unique = list(dict.fromkeys(e.context for e in examples))
@@ -71,7 +72,11 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
   for ex_index, ex in enumerate(examples):
     q = [int(x) for x in questions[ex_index][:squad.max_query_length]]
     ids, c_start, c_end = contexts[ex.context]
-    room = seq_length - len(q) - 3     # >= 1: SquadConfig's window check
+    room = seq_length - len(q) - specials
+    if room < 1:
+      raise DataError(f"seq_length={seq_length} leaves no room for the "
+                      f"context after a {len(q)}-piece question and "
+                      f"{specials} special tokens; lower max_query_length")
     spans, start = [], 0
     while True:
       length = min(len(ids) - start, room)
@@ -88,13 +93,12 @@ def encode_examples(examples: Sequence[SquadExample], tokenizer,
       answer = None
     for span_index, (start, length) in enumerate(spans):
       window = [int(x) for x in ids[start:start + length]]
-      word_ids = [cls] + q + [sep] + window + [sep]
-      offset = len(q) + 2
-      n = len(word_ids)
-      pad = seq_length - n
-      rows["input_word_ids"].append(word_ids + [0] * pad)
-      rows["input_mask"].append([1] * n + [0] * pad)
-      rows["input_type_ids"].append([0] * offset + [1] * (length + 1) + [0] * pad)
+      word_ids, mask, types = template.pack([q, window], seq_length)
+      offset = len(q) + 1 + template.separators_between_segments
+      n = sum(mask)
+      rows["input_word_ids"].append(word_ids)
+      rows["input_mask"].append(mask)
+      rows["input_type_ids"].append(types)
       rows["feature_id"].append(len(meta))
       char_spans, max_context = {}, {}
       for j in range(length):

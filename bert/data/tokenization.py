@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from bert.data.errors import DataError
 from bert.features import ENCODER_INPUTS
+from bert.layers.bert_pack_inputs import PackTemplate
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
+from bert.layers.vocabulary import Vocabulary
 
 
 def _split_rows(ragged) -> List[np.ndarray]:
@@ -22,7 +24,8 @@ def _split_rows(ragged) -> List[np.ndarray]:
 
 
 class Tokenizer:
-  """WordPiece tokenizer for Python-side data preparation.
+  """A vocabulary's tokenizer (WordPiece, byte-level BPE or SentencePiece:
+  `bert.layers.Vocabulary`) for Python-side data preparation.
 
   Example:
     tok = Tokenizer("vocab.txt", lower_case=True)
@@ -30,16 +33,21 @@ class Tokenizer:
     tok.convert_ids_to_tokens([7592, 1010])   # ['hello', ',']
   """
 
-  def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
-               batch_size: int = 4096,
-               vocabulary: Optional[Sequence[str]] = None):
+  def __init__(self, vocab_file: Optional[str] = None,
+               lower_case: Optional[bool] = None, batch_size: int = 4096,
+               vocabulary=None):
+    """vocab_file: a vocabulary file (vocab.txt, vocab.json with merges.txt
+    beside it, spiece.model, tokenizer.json); or vocabulary: a `Vocabulary`
+    or WordPiece tokens in id order. lower_case: None takes the file's say,
+    else True (byte-level BPE has no casing)."""
     if (vocab_file is None) == (vocabulary is None):
       raise ValueError("Tokenizer: give vocab_file or vocabulary (the tokens "
                        "in id order), not both")
+    self.vocabulary = Vocabulary.of(
+        vocab_file if vocab_file is not None else vocabulary)
     # One packer for every length: `encode` passes its seq_length per call.
     self.layer, self.packer = tokenizer_and_packer(
-        vocab_file if vocab_file is not None else vocabulary, lower_case,
-        seq_length=128)
+        self.vocabulary, lower_case, seq_length=128)
     self.batch_size = batch_size
     self.vocab = self.layer.vocab
     self._ids = {token: i for i, token in enumerate(self.vocab)}
@@ -52,6 +60,22 @@ class Tokenizer:
         lambda t: self.layer.tokenize(t, with_offsets=True),
         input_signature=spec, autograph=False)
     self._encoders = {}
+
+  @property
+  def template(self) -> PackTemplate:
+    """The family's packing template (special ids, separators, type ids)."""
+    return PackTemplate.of(self.layer)
+
+  @property
+  def word_prefix(self) -> str:
+    """What a word alone is tokenized after, to get its ids inside a
+    sentence (the layer's `word_prefix`: a space for byte-level BPE)."""
+    return self.layer.word_prefix
+
+  def tokenize_words(self, words: Sequence[str]) -> List[np.ndarray]:
+    """Ids of each word as it is tokenized inside a sentence."""
+    prefix = self.word_prefix
+    return self.tokenize([prefix + w for w in words] if prefix else words)
 
   @property
   def lower_case(self) -> bool:
@@ -86,8 +110,9 @@ class Tokenizer:
              texts_b: Optional[Sequence[str]] = None,
              seq_length: int = 128) -> Dict[str, np.ndarray]:
     """Model inputs of single texts or pairs: int32 [n, seq_length] arrays
-    `input_word_ids`, `input_mask`, `input_type_ids`, packed as
-    [CLS] a [SEP] (b [SEP]) and truncated as the reference does."""
+    `input_word_ids`, `input_mask`, `input_type_ids`, packed with the
+    family's template ([CLS] a [SEP] (b [SEP]); RoBERTa's <s> a </s>
+    (</s> b </s>)) and truncated as the reference does."""
     if texts_b is not None and len(texts_b) != len(texts_a):
       raise ValueError(f"{len(texts_a)} first texts but {len(texts_b)} second")
     key = (seq_length, texts_b is not None)
@@ -118,8 +143,13 @@ class Tokenizer:
     return [self.vocab[int(i)] for i in ids]
 
   def convert_tokens_to_ids(self, tokens: Iterable[str],
-                            unknown: Optional[str] = "[UNK]") -> List[int]:
-    unk = self._ids.get(unknown) if unknown is not None else None
+                            unknown: Optional[str] = "") -> List[int]:
+    """Ids of `tokens`; one not in the vocabulary is the unknown token's
+    (`unknown=""`: the vocabulary's own), or a KeyError (`unknown=None`)."""
+    if unknown == "":
+      unk = self.get_special_tokens_dict()["unknown_id"]
+    else:
+      unk = self._ids.get(unknown) if unknown is not None else None
     out = []
     for token in tokens:
       if token in self._ids:

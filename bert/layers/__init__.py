@@ -4,18 +4,22 @@ from bert.layers.activations import gelu, gelu_exact, get_activation
 from bert.layers.bert_embedding import BertEmbedding
 from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
+from bert.layers.byte_pair_tokenizer import BytePairTokenizer
 from bert.layers.classification_head import ClassificationHead
 from bert.layers.dropout import Dropout
 from bert.layers.fused_self_attention import FusedSelfAttention
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert.layers.self_attention_mask import SelfAttentionMask
 from bert.layers.sentence_pooling import SentencePooling
+from bert.layers.sentencepiece_tokenizer import SentencePieceTokenizer
 from bert.layers.span_head import SpanHead
 from bert.layers.transformer_encoder_block import TransformerEncoderBlock
+from bert.layers.vocabulary import Vocabulary
 
 __all__ = [
-    "BertEmbedding", "BertPackInputs", "BertTokenizer", "ClassificationHead", "Dropout",
-    "FusedSelfAttention", "MaskedLMHead",
-    "SelfAttentionMask", "SentencePooling", "SpanHead", "TransformerEncoderBlock", "gather_positions",
+    "BertEmbedding", "BertPackInputs", "BertTokenizer", "BytePairTokenizer",
+    "ClassificationHead", "Dropout", "FusedSelfAttention", "MaskedLMHead",
+    "SelfAttentionMask", "SentencePieceTokenizer", "SentencePooling",
+    "SpanHead", "TransformerEncoderBlock", "Vocabulary", "gather_positions",
     "gelu", "gelu_exact", "get_activation",
 ]

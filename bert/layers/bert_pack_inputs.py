@@ -1,6 +1,7 @@
 """`BertPackInputs`: tokenized segments -> fixed-length BERT inputs."""
 
-from typing import Dict, Optional
+import dataclasses
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -123,3 +124,45 @@ class BertPackInputs(tf_keras.layers.Layer):
                   separators_between_segments=self.separators_between_segments,
                   segment_type_ids=self.segment_type_ids)
     return config
+
+
+@dataclasses.dataclass(frozen=True)
+class PackTemplate:
+  """A family's template for code that packs rows itself (NER chunks, SQuAD
+  windows): the special ids, the separators between two segments (BERT 1,
+  RoBERTa 2) and whether the second segment has type id 1."""
+  start_of_sequence_id: int
+  end_of_segment_id: int
+  padding_id: int
+  separators_between_segments: int = 1
+  segment_type_ids: bool = True
+
+  @classmethod
+  def of(cls, tokenizer) -> "PackTemplate":
+    """The template of a tokenizer layer (its special ids and
+    `packer_options`)."""
+    special = tokenizer.get_special_tokens_dict()
+    return cls(special["start_of_sequence_id"], special["end_of_segment_id"],
+               special["padding_id"], **tokenizer.packer_options())
+
+  def special_count(self, segments: int) -> int:
+    """Special tokens in a row of `segments` segments."""
+    return 1 + segments + (self.separators_between_segments - 1) * (
+        segments - 1)
+
+  def pack(self, segments: Sequence[Sequence[int]], seq_length: int
+           ) -> Tuple[List[int], List[int], List[int]]:
+    """(word ids, mask, type ids) of already-truncated segments, padded."""
+    ids, types = [self.start_of_sequence_id], [0]
+    for i, segment in enumerate(segments):
+      extra = self.separators_between_segments - 1 if i else 0
+      part = [self.end_of_segment_id] * extra + list(segment) + [
+          self.end_of_segment_id]
+      ids += part
+      types += [i if self.segment_type_ids else 0] * len(part)
+    n = len(ids)
+    if n > seq_length:
+      raise ValueError(f"{n} tokens do not fit seq_length={seq_length}")
+    pad = seq_length - n
+    return (ids + [self.padding_id] * pad, [1] * n + [0] * pad,
+            types + [0] * pad)

@@ -164,6 +164,9 @@ class BertTokenizer(tf_keras.layers.Layer):
       ids["mask_id"] = self._vocab.index("[MASK]")
     return ids
 
+  # Words alone tokenize as inside a sentence (it splits on spaces).
+  word_prefix = ""
+
   @staticmethod
   def packer_options() -> Dict[str, object]:
     """BERT's template for BertPackInputs (its defaults)."""

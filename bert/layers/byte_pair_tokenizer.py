@@ -106,12 +106,16 @@ class BytePairTokenizer(tf_keras.layers.Layer):
   """Byte-level BPE: string [batch] -> int32 ragged [batch, (tokens)].
 
   With `tokenize_with_offsets=True`, also int64 ragged start and end byte
-  offsets of every token in the input (end exclusive; a token that begins
-  with the space GPT-2 folds into it covers that space).
+  offsets of every token in the input (end exclusive). With `trim_offsets`
+  (the reference's default) a token's span leaves out the space GPT-2 folds
+  into it; without, it covers every byte the token stands for.
 
   Args:
     vocab_file: `vocab.json` (token -> id).
     merges_file: `merges.txt`.
+    vocabulary, merges: instead of the files, the tokens in id order and the
+      merges by rank ("left right"), as `Vocabulary` and `get_config` hold
+      them.
     special_tokens: tokens matched whole in the text, never split.
     lstrip_tokens: the special tokens that take the whitespace on their left
       (RoBERTa's `<mask>`).
@@ -120,25 +124,42 @@ class BytePairTokenizer(tf_keras.layers.Layer):
     add_prefix_space: a space before each text (RoBERTa: False).
   """
 
-  def __init__(self, vocab_file: str, merges_file: str,
+  def __init__(self, vocab_file: Optional[str] = None,
+               merges_file: Optional[str] = None,
                special_tokens: Sequence[str] = ("<s>", "<pad>", "</s>",
                                                 "<unk>", "<mask>"),
                lstrip_tokens: Sequence[str] = ("<mask>",),
                unknown_token: str = "<unk>", add_prefix_space: bool = False,
-               tokenize_with_offsets: bool = False, **kwargs):
+               tokenize_with_offsets: bool = False, trim_offsets: bool = True,
+               vocabulary: Optional[Sequence[str]] = None,
+               merges: Optional[Sequence[str]] = None,
+               source: Optional[str] = None, **kwargs):
     super().__init__(**kwargs)
+    if ((vocab_file is None) != (merges_file is None)
+        or (vocabulary is None) != (merges is None)
+        or (vocab_file is None) == (vocabulary is None)):
+      raise ValueError("BytePairTokenizer: give vocab_file and merges_file, "
+                       "or vocabulary and merges")
     self.vocab_file, self.merges_file = vocab_file, merges_file
     self.special_tokens = tuple(special_tokens)
     self.lstrip_tokens = tuple(lstrip_tokens)
     self.unknown_token = unknown_token
     self.add_prefix_space = bool(add_prefix_space)
     self.tokenize_with_offsets = tokenize_with_offsets
-    vocab = read_vocab_json(vocab_file)
-    merges = read_merges(merges_file)
+    self.trim_offsets = bool(trim_offsets)
+    if vocab_file is not None:
+      vocab = read_vocab_json(vocab_file)
+      merges = read_merges(merges_file)
+      source = vocab_file
+    else:
+      vocab = {t: i for i, t in enumerate(vocabulary)}
+      merges = [tuple(m.split(" ")) for m in merges]
+      source = source or "vocabulary"
     missing = [t for t in self.special_tokens + (unknown_token,)
                if t not in vocab]
     if missing:
-      raise DataError(f"{vocab_file} has no {missing[0]} token")
+      raise DataError(f"{source} has no {missing[0]} token")
+    object.__setattr__(self, "_merges", tuple(f"{a} {b}" for a, b in merges))
     object.__setattr__(self, "_vocab", vocab)
     self._unknown_id = vocab[unknown_token]
     tokens = sorted(vocab, key=vocab.get)
@@ -170,6 +191,10 @@ class BytePairTokenizer(tf_keras.layers.Layer):
     return sorted(self._vocab, key=self._vocab.get)
 
   lower_case = False
+  # A word alone is tokenized as inside a sentence with the space before it
+  # (the space is folded into its first token): transformers'
+  # `is_split_into_words` with `add_prefix_space`.
+  word_prefix = " "
 
   def token_to_id(self, token: str) -> int:
     return self._vocab[token]
@@ -200,6 +225,7 @@ class BytePairTokenizer(tf_keras.layers.Layer):
 
   def _tokenize(self, texts, with_offsets):
     texts = tf.convert_to_tensor(texts, tf.string)
+    original = texts
     if self.add_prefix_space:
       texts = tf.strings.join([" ", texts])
     texts = tf.strings.regex_replace(texts, "\x00", _NUL_STANDIN)
@@ -255,9 +281,11 @@ class BytePairTokenizer(tf_keras.layers.Layer):
     begin = out_ids.with_flat_values(piece_start + merged_starts)
     end = out_ids.with_flat_values(piece_start + merged_ends)
     begin, end = (_without_standins(texts, x) for x in (begin, end))
-    return (out_ids,
-            begin.with_flat_values(tf.maximum(begin.flat_values - shift, 0)),
-            end.with_flat_values(tf.maximum(end.flat_values - shift, 0)))
+    begin = begin.with_flat_values(tf.maximum(begin.flat_values - shift, 0))
+    end = end.with_flat_values(tf.maximum(end.flat_values - shift, 0))
+    if self.trim_offsets:
+      begin, end = _trimmed(original, begin, end)
+    return out_ids, begin, end
 
   def _bpe_of_words(self, words):
     """(symbols [word, (symbols)] strings, their byte lengths alike) of the
@@ -277,13 +305,31 @@ class BytePairTokenizer(tf_keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
+    if self.vocab_file is None:
+      config.update(vocabulary=self.vocab, merges=list(self._merges))
     config.update(vocab_file=self.vocab_file, merges_file=self.merges_file,
                   special_tokens=list(self.special_tokens),
                   lstrip_tokens=list(self.lstrip_tokens),
                   unknown_token=self.unknown_token,
                   add_prefix_space=self.add_prefix_space,
-                  tokenize_with_offsets=self.tokenize_with_offsets)
+                  tokenize_with_offsets=self.tokenize_with_offsets,
+                  trim_offsets=self.trim_offsets)
     return config
+
+
+def _trimmed(texts, begin, end):
+  """Offsets without the spaces a token holds at either end (the space GPT-2
+  folds into the next word), as the reference's `trim_offsets`: a token of
+  spaces alone becomes the empty span at its end."""
+  flat_b, flat_e = begin.flat_values, end.flat_values
+  text = tf.gather(texts, begin.value_rowids())
+  covered = tf.strings.substr(text, flat_b, flat_e - flat_b)
+  length = tf.strings.length(covered)
+  lead = length - tf.strings.length(tf.strings.regex_replace(covered, "^ +", ""))
+  trail = length - tf.strings.length(tf.strings.regex_replace(covered, " +$", ""))
+  start = tf.minimum(flat_b + tf.cast(lead, flat_b.dtype), flat_e)
+  stop = tf.maximum(flat_e - tf.cast(trail, flat_e.dtype), start)
+  return begin.with_flat_values(start), end.with_flat_values(stop)
 
 
 def _table(keys, values, default, dtype):

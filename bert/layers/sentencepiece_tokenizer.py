@@ -19,7 +19,8 @@ ends in a digit and a comma by 100. The same change is made to a copy of
 the model here, so the segmentation is the reference's.
 """
 
-from typing import Sequence
+import base64
+from typing import Optional, Sequence, Union
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -32,25 +33,38 @@ from bert.layers.byte_pair_tokenizer import _WS, _interleave, _re2_escape, _tabl
 def read_model(path: str, number_comma_penalty: bool = True) -> bytes:
   """The serialized SentencePiece model of `path`, with the reference's
   digit-comma scores; a DataError naming the file when it is not one."""
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
   try:
     with open(path, "rb") as f:
       data = f.read()
   except OSError as e:
     raise DataError(f"{path}: cannot read ({e.strerror})") from None
+  return parse_model(data, path, number_comma_penalty).SerializeToString()
+
+
+def parse_model(data: bytes, source: str, number_comma_penalty: bool = True):
+  """The ModelProto of serialized `data` (a DataError naming `source` when it
+  is not a SentencePiece model), with the reference's digit-comma scores
+  when `number_comma_penalty` (a model read from spiece.model; a
+  tokenizer.json's scores have them already)."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
   proto = sentencepiece_model_pb2.ModelProto()
   try:
     proto.ParseFromString(data)
   except Exception:  # protobuf raises its own DecodeError
-    raise DataError(f"{path}: not a SentencePiece model") from None
+    raise DataError(f"{source}: not a SentencePiece model") from None
   if not proto.pieces:
-    raise DataError(f"{path}: not a SentencePiece model (no pieces)")
+    raise DataError(f"{source}: not a SentencePiece model (no pieces)")
   if number_comma_penalty:
     for piece in proto.pieces:
-      text = piece.piece
-      if len(text) >= 2 and text[-1] == "," and text[-2].isdigit():
+      if number_comma(piece.piece):
         piece.score -= 100
-  return proto.SerializeToString()
+  return proto
+
+
+def number_comma(piece: str) -> bool:
+  """A piece that ends in a digit and a comma ("▁9,"), which the reference
+  scores 100 lower than the model does."""
+  return len(piece) >= 2 and piece[-1] == "," and piece[-2].isdigit()
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -58,25 +72,39 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
   """SentencePiece: string [batch] -> int32 ragged [batch, (tokens)].
 
   Args:
-    model_file: the `spiece.model`.
+    model_file: the `spiece.model`; or
+    model: a serialized model (bytes, or base64 text as `get_config` saves
+      it), as spiece.model holds it (`Vocabulary.model`).
     lower_case: lower-case before segmenting (ALBERT: True).
     keep_accents: keep combining marks (ALBERT: False).
     special_tokens: tokens matched whole in the text, never split.
     lstrip_tokens: special tokens that take the whitespace on their left.
   """
 
-  def __init__(self, model_file: str, lower_case: bool = True,
+  def __init__(self, model_file: Optional[str] = None, lower_case: bool = True,
                keep_accents: bool = False,
                special_tokens: Sequence[str] = ("[CLS]", "[SEP]", "<pad>",
                                                 "<unk>", "[MASK]"),
-               lstrip_tokens: Sequence[str] = (), **kwargs):
+               lstrip_tokens: Sequence[str] = (),
+               model: Union[bytes, str, None] = None,
+               source: Optional[str] = None, **kwargs):
     super().__init__(**kwargs)
+    if (model_file is None) == (model is None):
+      raise ValueError("SentencePieceTokenizer: give model_file or model, "
+                       "not both")
     self.model_file = model_file
     self.lower_case = bool(lower_case)
     self.keep_accents = bool(keep_accents)
     self.special_tokens = tuple(special_tokens)
     self.lstrip_tokens = tuple(lstrip_tokens)
-    model = read_model(model_file)
+    if model_file is not None:
+      model = read_model(model_file, number_comma_penalty=False)
+      source = model_file
+    elif isinstance(model, str):
+      model = base64.b64decode(model)
+    source = source or "SentencePiece model"
+    object.__setattr__(self, "_model", bytes(model))
+    model = parse_model(model, source).SerializeToString()
     self._sp = tf_text.FastSentencepieceTokenizer(model=model)
     import sentencepiece  # pylint: disable=g-import-not-at-top
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
@@ -86,7 +114,7 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
     missing = [t for t, i in zip(self.special_tokens, ids)
                if i == unknown and t != "<unk>"]
     if missing:
-      raise DataError(f"{model_file} has no {missing[0]} piece")
+      raise DataError(f"{source} has no {missing[0]} piece")
     object.__setattr__(self, "_special", dict(zip(self.special_tokens,
                                                   (int(i) for i in ids))))
     ordered = sorted(self.special_tokens, key=len, reverse=True)
@@ -119,6 +147,9 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
     if "[MASK]" in self._special:
       ids["mask_id"] = self._special["[MASK]"]
     return ids
+
+  # Words alone tokenize as inside a sentence (it splits on spaces).
+  word_prefix = ""
 
   @staticmethod
   def packer_options():
@@ -164,6 +195,8 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
 
   def get_config(self):
     config = super().get_config()
+    if self.model_file is None:
+      config.update(model=base64.b64encode(self._model).decode("ascii"))
     config.update(model_file=self.model_file, lower_case=self.lower_case,
                   keep_accents=self.keep_accents,
                   special_tokens=list(self.special_tokens),

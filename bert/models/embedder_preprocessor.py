@@ -66,7 +66,7 @@ class TextEmbedderPreprocessor(BertPreprocessor):
     when `encode` names none.
   """
 
-  def __init__(self, vocabulary, lower_case, seq_length=128,
+  def __init__(self, vocabulary, lower_case=None, seq_length=128,
                length_buckets=None, prompts: Optional[Dict[str, str]] = None,
                default_prompt_name: Optional[str] = None, **kwargs):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets,

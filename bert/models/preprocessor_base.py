@@ -3,7 +3,7 @@ sequence length and length buckets, and the `tf.data` pipelines over encoded
 rows (see `bert.models.preprocessors` for the task classes)."""
 
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -12,6 +12,7 @@ import tf_keras
 from bert.data import length_buckets as lb
 from bert.data.tokenization import Tokenizer
 from bert.features import ENCODER_INPUTS
+from bert.layers.vocabulary import Vocabulary
 
 
 class BertPreprocessor(tf_keras.layers.Layer):
@@ -26,39 +27,48 @@ class BertPreprocessor(tf_keras.layers.Layer):
   reaches the tokenizer unchecked.
   """
 
-  def __init__(self, vocabulary: Sequence[str], lower_case: bool,
+  def __init__(self, vocabulary, lower_case: Optional[bool] = None,
                seq_length: int = 128,
                length_buckets: Optional[Sequence[int]] = None, **kwargs):
+    """vocabulary: a `bert.layers.Vocabulary` (any family's), a vocabulary
+    file, WordPiece tokens in id order, or a saved config's dict.
+    lower_case: None takes the vocabulary's own say (else True); byte-level
+    BPE has none."""
     super().__init__(trainable=False, **kwargs)
-    self.lower_case = bool(lower_case)
+    vocabulary = Vocabulary.of(vocabulary, f"{type(self).__name__}.vocabulary")
+    self.lower_case = vocabulary.casing(lower_case)
     self.seq_length = int(seq_length)
     self.length_buckets = lb.check_length_buckets(
         lb.default_length_buckets(self.seq_length) if length_buckets is None
         else length_buckets, self.seq_length,
         f"{type(self).__name__}.length_buckets")
     # Not tracked by Keras (a 30k-token list); saved through get_config.
-    object.__setattr__(self, "_vocabulary", tuple(vocabulary))
+    object.__setattr__(self, "_vocabulary", vocabulary)
     object.__setattr__(self, "tokenizer", Tokenizer(
         vocabulary=self._vocabulary, lower_case=self.lower_case))
 
   @property
-  def vocabulary(self) -> List[str]:
-    """The tokens in id order."""
-    return list(self._vocabulary)
+  def vocabulary(self) -> Vocabulary:
+    """The vocabulary: a sequence of the tokens in id order, with the kind
+    and contents its tokenizer needs."""
+    return self._vocabulary
 
   @classmethod
   def from_checkpoint(cls, checkpoint, **kwargs):
     """The preprocessor of a loaded checkpoint (`bert.checkpoints.load`):
-    its vocab.txt and casing; `kwargs` as the constructor's."""
-    from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+    its vocabulary and casing; `kwargs` as the constructor's."""
     if checkpoint.vocab_file is None:
-      raise ValueError("the checkpoint has no vocab.txt, so no preprocessor "
-                       "can be built; pass a folder with its vocab.txt")
-    if checkpoint.lower_case is None and "lower_case" not in kwargs:
+      raise ValueError("the checkpoint has no vocabulary (vocab.txt, "
+                       "vocab.json + merges.txt, spiece.model or "
+                       "tokenizer.json), so no preprocessor can be built")
+    vocabulary = Vocabulary.from_file(checkpoint.vocab_file)
+    if (checkpoint.lower_case is None and "lower_case" not in kwargs
+        and vocabulary.has_casing and vocabulary.lower_case is None):
       raise ValueError(f"the checkpoint with {checkpoint.vocab_file} does not "
                        "say whether it is cased; pass lower_case=True/False")
-    kwargs.setdefault("lower_case", checkpoint.lower_case)
-    preprocessor = cls(read_vocab(checkpoint.vocab_file), **kwargs)
+    if checkpoint.lower_case is not None:
+      kwargs.setdefault("lower_case", checkpoint.lower_case)
+    preprocessor = cls(vocabulary, **kwargs)
     if preprocessor.seq_length > checkpoint.config.max_position_embeddings:
       raise ValueError(f"seq_length={preprocessor.seq_length} exceeds the "
                        "model's max_position_embeddings="
@@ -174,7 +184,8 @@ class BertPreprocessor(tf_keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.pop("trainable", None)
-    config.update(vocabulary=list(self._vocabulary), lower_case=self.lower_case,
+    config.update(vocabulary=self._vocabulary.get_config(),
+                  lower_case=self.lower_case,
                   seq_length=self.seq_length,
                   length_buckets=list(self.length_buckets))
     return config

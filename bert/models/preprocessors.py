@@ -40,7 +40,7 @@ class TextClassifierPreprocessor(BertPreprocessor):
   serving export needs it).
   """
 
-  def __init__(self, vocabulary, lower_case, seq_length=128,
+  def __init__(self, vocabulary, lower_case=None, seq_length=128,
                length_buckets=None, labels: Optional[Sequence[str]] = None,
                text_pairs: Optional[bool] = None, **kwargs):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
@@ -114,7 +114,7 @@ class TokenClassifierPreprocessor(BertPreprocessor):
 
   sequence_outputs = ("logits",)
 
-  def __init__(self, vocabulary, lower_case, seq_length=128,
+  def __init__(self, vocabulary, lower_case=None, seq_length=128,
                length_buckets=None, labels: Sequence[str] = (), **kwargs):
     super().__init__(vocabulary, lower_case, seq_length, length_buckets, **kwargs)
     if not labels:
@@ -176,7 +176,7 @@ class SpanLabelerPreprocessor(BertPreprocessor):
 
   sequence_outputs = ("start_logits", "end_logits")
 
-  def __init__(self, vocabulary, lower_case, seq_length=None,
+  def __init__(self, vocabulary, lower_case=None, seq_length=None,
                length_buckets=None, squad: Optional[SquadConfig] = None,
                **kwargs):
     settings = {k: kwargs.pop(k) for k in squad_config.FIELDS if k in kwargs}

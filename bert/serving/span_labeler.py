@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
+from bert.layers.bert_pack_inputs import PackTemplate
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.serving import squad_windows
 from bert.serving.stages import ServingModule, cut_to_bucket
@@ -34,7 +35,7 @@ class SpanServing(ServingModule):
                buckets: Sequence[int]):
     self.tokenizer, _ = tokenizer_and_packer(vocab, lower_case,
                                              squad.seq_length)
-    self.special = self.tokenizer.get_special_tokens_dict()
+    self.template = PackTemplate.of(self.tokenizer)
     self.squad = squad
     super().__init__(model, buckets, name="span_labeler_serving")
 
@@ -42,9 +43,11 @@ class SpanServing(ServingModule):
     question = self.tokenizer(strings["question"])                  # [q, (n)]
     context, c_start, c_end = self.tokenizer.tokenize(
         strings["context"], with_offsets=True)                       # [q, (m)]
+    t = self.template
     windows = squad_windows.window_inputs(
-        question, context, self.squad, self.special["start_of_sequence_id"],
-        self.special["end_of_segment_id"], self.special["padding_id"])
+        question, context, self.squad, t.start_of_sequence_id,
+        t.end_of_segment_id, t.padding_id, t.separators_between_segments,
+        t.segment_type_ids)
     features = cut_to_bucket({k: windows[k] for k in ENCODER_INPUTS},
                              self.buckets)                           # [w, L]
     features.update({k: windows[k] for k in _WINDOW_KEYS})

@@ -55,7 +55,8 @@ def _gather_or(values: tf.Tensor, index: tf.Tensor, valid: tf.Tensor,
 
 def window_inputs(question_ids, context_ids, squad: SquadConfig,
                   start_of_sequence_id, end_of_segment_id,
-                  padding_id=0) -> Dict[str, tf.Tensor]:
+                  padding_id=0, separators_between_segments: int = 1,
+                  segment_type_ids: bool = True) -> Dict[str, tf.Tensor]:
   """Every window of every question, as `encode_examples` makes them.
 
   Args:
@@ -63,6 +64,8 @@ def window_inputs(question_ids, context_ids, squad: SquadConfig,
     context_ids: int ragged [q, (pieces)], each question's whole context.
     squad: seq_length, doc_stride, max_query_length (as `encode_examples`).
     start_of_sequence_id, end_of_segment_id, padding_id: [CLS], [SEP], [PAD].
+    separators_between_segments, segment_type_ids: the family's template
+      (`PackTemplate`; RoBERTa: 2 separators, no type ids).
 
   Returns:
     int32 `input_word_ids`, `input_mask`, `input_type_ids` [w, seq_length]
@@ -77,7 +80,8 @@ def window_inputs(question_ids, context_ids, squad: SquadConfig,
   context = tf.cast(context_ids, tf.int32)
   q_len = tf.cast(question.row_lengths(), tf.int32)                    # [q]
   c_len = tf.cast(context.row_lengths(), tf.int32)                     # [q]
-  room = seq_length - 3 - q_len                                        # [q] >= 1
+  seps = int(separators_between_segments)
+  room = seq_length - 2 - seps - q_len                                 # [q] >= 1
   # Every window but the last is `room` pieces long, so windows start every
   # min(room, doc_stride) pieces until one reaches the end (one, empty, for
   # an empty context).
@@ -87,16 +91,16 @@ def window_inputs(question_ids, context_ids, squad: SquadConfig,
   w = tf.size(wq)
   start = tf.ragged.range(count).flat_values * tf.gather(step, wq)     # [w]
   length = tf.minimum(tf.gather(c_len, wq) - start, tf.gather(room, wq))
-  offset = tf.gather(q_len, wq) + 2                                    # [w]
+  offset = tf.gather(q_len, wq) + 1 + seps                             # [w]
   # The window's first piece in context.flat_values.
   first = tf.gather(tf.cast(context.row_splits, tf.int32), wq) + start
 
   p = tf.range(seq_length)[tf.newaxis, :]                              # [1, seq]
   j = p - offset[:, tf.newaxis]                                        # [w, seq]
   window_len = length[:, tf.newaxis]
-  in_question = (p >= 1) & (p < offset[:, tf.newaxis] - 1)
+  in_question = (p >= 1) & (p < offset[:, tf.newaxis] - seps)
   in_context = (j >= 0) & (j < window_len)
-  is_sep = (j == -1) | (j == window_len)
+  is_sep = ((j < 0) & (j >= -seps)) | (j == window_len)
   q_first = tf.gather(tf.cast(question.row_splits, tf.int32), wq)
   word_ids = tf.where(
       p == 0, tf.cast(start_of_sequence_id, tf.int32),
@@ -112,7 +116,7 @@ def window_inputs(question_ids, context_ids, squad: SquadConfig,
   return dict(
       input_word_ids=word_ids,
       input_mask=tf.cast(real, tf.int32),
-      input_type_ids=tf.cast((j >= 0) & real, tf.int32),
+      input_type_ids=tf.cast((j >= 0) & real & segment_type_ids, tf.int32),
       window_question=wq,
       window_offset=offset,
       window_start=start,

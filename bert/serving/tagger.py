@@ -74,7 +74,10 @@ class TaggerServing(ServingModule):
 
   def _word_pieces(self, words):
     """int ragged [n, (p)]: each word's pieces, [UNK] for a word without
-    any (e.g. only a zero-width character), at most a row's worth."""
+    any (e.g. only a zero-width character), at most a row's worth; each
+    word tokenized as inside a sentence (`word_prefix`)."""
+    if self.tokenizer.word_prefix:
+      words = tf.strings.join([self.tokenizer.word_prefix, words])
     pieces = self.tokenizer(words)
     pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(
         tf.fill([pieces.nrows(), 1], self.unk))], axis=1)

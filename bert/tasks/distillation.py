@@ -120,9 +120,9 @@ class DistillationTask(Task):
     self.student_task = self._student_task(inputs, head, schedule, data_dir)
     st, tt = self.student_task, self.teacher_task
     distil.check_same_vocab(
-        owner, (st.tokenizer.vocab, st.tokenizer.lower_case,
+        owner, (st.tokenizer.vocabulary, st.tokenizer.lower_case,
                 f"{st.vocab_file}, student={student!r}"),
-        (tt.tokenizer.vocab, tt.tokenizer.lower_case,
+        (tt.tokenizer.vocabulary, tt.tokenizer.lower_case,
          f"{tt.vocab_file}, teacher run {teacher}"))
     self.config = st.config
     self.initial_checkpoint = st.initial_checkpoint

@@ -154,7 +154,7 @@ class FinetuningTask(Task):
     return None
 
   def _preprocessor_args(self):
-    return dict(vocabulary=self.tokenizer.vocab,
+    return dict(vocabulary=self.tokenizer.vocabulary,
                 lower_case=self.tokenizer.lower_case,
                 seq_length=self.seq_length, length_buckets=self.length_buckets)
 

@@ -15,6 +15,7 @@ from bert import checkpoints
 from bert.config import BertConfig
 from bert.checkpoints.errors import CheckpointMismatchError
 from conftest import one_line
+from family import hf_model
 
 TOL = 1e-5
 SMALL = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3,
@@ -25,37 +26,6 @@ SMALL = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3,
 BASE = dict(vocab_size=1000, hidden_size=768, num_hidden_layers=12,
             num_attention_heads=12, intermediate_size=3072,
             max_position_embeddings=514)
-
-
-def hf_model(family, shape):
-  """A random transformers model of `family` with its pre-training heads,
-  its LayerNorm and bias values moved off their initial 1 and 0."""
-  T = transformers
-  d = dict(shape)
-  if family == "roberta":
-    config, cls = T.RobertaConfig(**d, type_vocab_size=1, pad_token_id=1,
-                                  layer_norm_eps=1e-5), T.RobertaForMaskedLM
-  elif family == "albert":
-    config, cls = T.AlbertConfig(**d, embedding_size=16,
-                                 hidden_act="gelu_new"), T.AlbertForPreTraining
-  elif family == "distilbert":
-    config = T.DistilBertConfig(
-        vocab_size=d["vocab_size"], dim=d["hidden_size"],
-        n_layers=d["num_hidden_layers"], n_heads=d["num_attention_heads"],
-        hidden_dim=d["intermediate_size"],
-        max_position_embeddings=d["max_position_embeddings"])
-    cls = T.DistilBertForMaskedLM
-  elif family == "electra":
-    config, cls = T.ElectraConfig(**d, embedding_size=16), T.ElectraForMaskedLM
-  else:
-    config, cls = T.BertConfig(**d), T.BertForPreTraining
-  torch.manual_seed(0)
-  model = cls(config).eval()
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name:
-        p.add_(torch.randn_like(p) * 0.1)
-  return model
 
 
 def inputs(family, vocab_size, pad_id):

@@ -93,9 +93,11 @@ def test_a_wrong_merge_order_changes_ids(bpe, tmp_path):
 
 
 def test_offsets_cover_each_tokens_bytes(bpe):
+  """Untrimmed, a token's span is every byte it stands for (trimmed spans,
+  as transformers', are tests/layers/vocabulary_test.py's)."""
   _, _, ours = bpe
   tokenizer = BytePairTokenizer(ours.vocab_file, ours.merges_file,
-                                tokenize_with_offsets=True)
+                                tokenize_with_offsets=True, trim_offsets=False)
   texts = EDGES + MASKED
   ids, starts, ends = tokenizer(texts)
   inverse = {v: k for k, v in bytes_to_unicode().items()}

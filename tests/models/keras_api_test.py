@@ -92,49 +92,6 @@ def wnut(n):
   return sentences[:n], ner_data.label_list(sentences)
 
 
-def one_step_lowers_the_loss(model, x, y):
-  """One `fit` step on all the rows of (x, y) (one length bucket, one
-  batch) lowers their loss."""
-  pre = model.preprocessor
-  buckets, pre.length_buckets = pre.length_buckets, (pre.seq_length,)
-  rows = len(pre.encode(x, y)["input_word_ids"])
-  before = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
-  model.fit(x, y, batch_size=rows, epochs=1, verbose=0)
-  after = model.evaluate(x, y, return_dict=True, verbose=0)["loss"]
-  pre.length_buckets = buckets
-  assert model.optimizer.iterations.numpy() == 1
-  assert after < before, (before, after)
-
-
-def same_after_round_trips(model, x, tmp_path):
-  """get_config and save/load round trips: the same outputs (<= 1e-6) on the
-  encoded raw inputs, and the same predictions on the raw inputs."""
-  expected = model.predict(x)
-
-  def outputs(m):
-    features = m.preprocessor.encode(x)
-    return m(m.preprocessor.model_inputs(features), training=False)
-
-  clone = type(model).from_config(model.get_config())
-  clone.set_weights(model.get_weights())
-  model.save(str(tmp_path / "saved"))
-  loaded = tf_keras.models.load_model(str(tmp_path / "saved"))
-  for other in (clone, loaded):
-    assert type(other) is type(model)
-    assert other.preprocessor.get_config() == model.preprocessor.get_config()
-    for k, v in outputs(model).items():
-      np.testing.assert_allclose(outputs(other)[k], v, rtol=0, atol=1e-6)
-    got = other.predict(x)
-    for k, v in expected.items():
-      if k == "nbest":          # scores as floats: the answers are compared
-        continue
-      if isinstance(v, np.ndarray) and v.dtype.kind == "f":
-        np.testing.assert_allclose(got[k], v, rtol=0, atol=1e-6)
-      else:
-        assert np.all(got[k] == v) if isinstance(v, np.ndarray) else got[k] == v
-  return expected
-
-
 def test_encoder_from_pretrained_carries_its_preprocessor():
   encoder = load_encoder("all_minilm_l6_v2", seq_length=32)
   reference = checkpoints.load(minilm_dir()).encoder
@@ -157,8 +114,8 @@ def test_classifier_on_raw_mrpc_pairs(tmp_path):
       model.encoder.get_weights()[0],
       checkpoints.load(minilm_dir()).encoder.get_weights()[0])
   model.compile()
-  one_step_lowers_the_loss(model, (a, b), y)
-  got = same_after_round_trips(model, (a[:8], b[:8]), tmp_path)
+  harness.one_step_lowers_the_loss(model, (a, b), y)
+  got = harness.same_after_round_trips(model, (a[:8], b[:8]), tmp_path)
   assert got["probabilities"].shape == (8, 2)
   np.testing.assert_allclose(got["probabilities"].sum(-1), 1.0, atol=1e-6)
   np.testing.assert_array_equal(got["labels"], got["probabilities"].argmax(-1))
@@ -193,8 +150,8 @@ def test_tagger_on_raw_wnut_sentences(tmp_path):
                                               seq_length=64)
   assert_minilm_golden(model.encoder)
   model.compile()
-  one_step_lowers_the_loss(model, words, tags)
-  got = same_after_round_trips(model, words[:6], tmp_path)
+  harness.one_step_lowers_the_loss(model, words, tags)
+  got = harness.same_after_round_trips(model, words[:6], tmp_path)
   assert [len(t) for t in got["tags"]] == [len(w) for w in words[:6]]
   assert all(t in labels for sentence in got["tags"] for t in sentence)
   # The same tags as the model's logits at each word's first piece.
@@ -234,8 +191,8 @@ def test_span_labeler_on_raw_questions_and_contexts(tmp_path):
   assert (model.preprocessor.squad.doc_stride,
           model.preprocessor.squad.seq_length) == (64, 128)
   model.compile()
-  one_step_lowers_the_loss(model, x, y)
-  got = same_after_round_trips(model, x, tmp_path)
+  harness.one_step_lowers_the_loss(model, x, y)
+  got = harness.same_after_round_trips(model, x, tmp_path)
   for e, answer, start, end in zip(examples, got["answers"], got["start"],
                                    got["end"]):
     assert answer and e.context[start:end] == answer    # cut from the context
@@ -259,8 +216,8 @@ def test_multiple_choice_on_raw_contexts_and_endings(tmp_path):
   model = BertMultipleChoice.from_pretrained(minilm_dir(), seq_length=96)
   assert_minilm_golden(model.encoder)
   model.compile()
-  one_step_lowers_the_loss(model, (a, endings), y)
-  got = same_after_round_trips(model, (a[:6], endings[:6]), tmp_path)
+  harness.one_step_lowers_the_loss(model, (a, endings), y)
+  got = harness.same_after_round_trips(model, (a[:6], endings[:6]), tmp_path)
   assert got["probabilities"].shape == (6, 4)
   np.testing.assert_array_equal(got["choices"], got["probabilities"].argmax(-1))
   with pytest.raises(ValueError, match="same number of endings"):

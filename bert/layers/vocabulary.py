@@ -1,0 +1,380 @@
+"""`Vocabulary`: what a tokenizer needs, whichever family it serves.
+
+Three kinds, one per tokenizer layer:
+
+- "wordpiece" (BERT, DistilBERT, ELECTRA): the tokens in id order
+  (`vocab.txt`), for `BertTokenizer`.
+- "byte_pair" (RoBERTa): the tokens in id order and the merges by rank
+  (`vocab.json` + `merges.txt`), for `BytePairTokenizer`.
+- "sentencepiece" (ALBERT): a serialized SentencePiece model (`spiece.model`)
+  whose pieces are the tokens, for `SentencePieceTokenizer`.
+
+A `Vocabulary` reads any of those files, or a Hugging Face `tokenizer.json`
+of any of the three models (recent `transformers` save nothing else), and
+carries the contents rather than a path: a preprocessor saved with a model
+keeps its vocabulary in its config. It is a sequence of its tokens, so code
+that only looks tokens up treats every kind alike.
+"""
+
+import base64
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Iterator, Optional, Sequence, Tuple, Union
+
+from bert.errors import DataError
+from bert.io import read_text
+
+WORDPIECE = "wordpiece"
+BYTE_PAIR = "byte_pair"
+SENTENCEPIECE = "sentencepiece"
+KINDS = (WORDPIECE, BYTE_PAIR, SENTENCEPIECE)
+
+VOCAB_TXT = "vocab.txt"
+VOCAB_JSON = "vocab.json"
+MERGES_TXT = "merges.txt"
+SPIECE_MODEL = "spiece.model"
+TOKENIZER_JSON = "tokenizer.json"
+FILES = (VOCAB_TXT, VOCAB_JSON, SPIECE_MODEL, TOKENIZER_JSON)
+
+# The vocabulary each family's released models tokenize with.
+KIND_OF_FAMILY = {"bert": WORDPIECE, "distilbert": WORDPIECE,
+                  "electra": WORDPIECE, "roberta": BYTE_PAIR,
+                  "albert": SENTENCEPIECE}
+
+# The token a masked-LM input holds where a prediction is asked for.
+MASK_TOKENS = {WORDPIECE: "[MASK]", BYTE_PAIR: "<mask>",
+               SENTENCEPIECE: "[MASK]"}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Vocabulary(Sequence):
+  """A tokenizer's vocabulary: `kind`, `tokens` in id order, the BPE
+  `merges` ("left right", by rank) and the SentencePiece `model` (serialized
+  ModelProto, scores as spiece.model holds them). `source` names the
+  file it came from, for messages; `lower_case` is what that file says of
+  casing (None: it does not say)."""
+  kind: str
+  tokens: Tuple[str, ...]
+  merges: Tuple[str, ...] = ()
+  model: bytes = b""
+  source: str = "vocabulary"
+  lower_case: Optional[bool] = None
+
+  # ------------------------------------------------------------ sequence
+  def __len__(self) -> int:
+    return len(self.tokens)
+
+  def __getitem__(self, i):
+    return self.tokens[i]
+
+  def __iter__(self) -> Iterator[str]:
+    return iter(self.tokens)
+
+  def __eq__(self, other) -> bool:
+    if isinstance(other, Vocabulary):
+      return (self.kind, self.tokens, self.merges, self.model) == (
+          other.kind, other.tokens, other.merges, other.model)
+    if self.kind == WORDPIECE and isinstance(other, (list, tuple)):
+      return self.tokens == tuple(other)
+    return NotImplemented
+
+  def __hash__(self):
+    return hash((self.kind, self.tokens))
+
+  def __repr__(self):
+    return f"Vocabulary({self.kind}, {len(self.tokens)} tokens, {self.source})"
+
+  # ---------------------------------------------------------- properties
+  @property
+  def mask_token(self) -> str:
+    return MASK_TOKENS[self.kind]
+
+  @property
+  def has_casing(self) -> bool:
+    """Whether the tokenizer takes a `lower_case` (byte-level BPE does not:
+    it sees bytes as written)."""
+    return self.kind != BYTE_PAIR
+
+  def fingerprint(self) -> str:
+    """sha256 of the contents: equal exactly when the ids are."""
+    h = hashlib.sha256(self.kind.encode())
+    for part in (self.tokens, self.merges):
+      h.update(b"\0".join(t.encode("utf-8") for t in part) + b"\1")
+    h.update(self.model)
+    return h.hexdigest()
+
+  # -------------------------------------------------------- tokenizers
+  def tokenizer(self, lower_case: Optional[bool] = None,
+                name: Optional[str] = None, **kwargs):
+    """The tokenizer layer of this vocabulary. `lower_case` None: the one the
+    file says, else WordPiece's and SentencePiece's True."""
+    # pylint: disable=g-import-not-at-top
+    from bert.layers.bert_tokenizer import BertTokenizer
+    from bert.layers.byte_pair_tokenizer import BytePairTokenizer
+    from bert.layers.sentencepiece_tokenizer import SentencePieceTokenizer
+    lower_case = self.casing(lower_case)
+    if self.kind == WORDPIECE:
+      return BertTokenizer(vocabulary=self.tokens, lower_case=lower_case,
+                           name=name, **kwargs)
+    if self.kind == BYTE_PAIR:
+      return BytePairTokenizer(vocabulary=self.tokens, merges=self.merges,
+                               source=self.source, name=name, **kwargs)
+    return SentencePieceTokenizer(model=self.model, lower_case=lower_case,
+                                  source=self.source, name=name, **kwargs)
+
+  def casing(self, lower_case: Optional[bool]) -> bool:
+    """`lower_case` checked for this kind: byte-level BPE has none (False;
+    True is a DataError), None takes the file's or True."""
+    if self.kind == BYTE_PAIR:
+      if lower_case:
+        raise DataError(f"lower_case=True: {self.source} is a byte-level BPE "
+                        "vocabulary, which has no lower-casing")
+      return False
+    if lower_case is None:
+      lower_case = True if self.lower_case is None else self.lower_case
+    return bool(lower_case)
+
+  # ------------------------------------------------------ serialisation
+  def get_config(self) -> Union[list, dict]:
+    """JSON-serialisable: a WordPiece vocabulary is its token list (as
+    preprocessors have always saved it), the others a dict."""
+    if self.kind == WORDPIECE:
+      return list(self.tokens)
+    config = dict(kind=self.kind)
+    if self.kind == BYTE_PAIR:
+      config.update(tokens=list(self.tokens), merges=list(self.merges))
+    else:
+      config.update(model=base64.b64encode(self.model).decode("ascii"))
+    if self.lower_case is not None:
+      config.update(lower_case=self.lower_case)
+    return config
+
+  @classmethod
+  def of(cls, value, source: str = "vocabulary") -> "Vocabulary":
+    """A Vocabulary from what a caller may hold: one, a file or folder path,
+    a list of WordPiece tokens, or a `get_config()` dict."""
+    if isinstance(value, Vocabulary):
+      return value
+    if isinstance(value, (str, os.PathLike)):
+      return cls.from_file(os.fspath(value))
+    if isinstance(value, dict):
+      return cls.from_config(value, source)
+    if isinstance(value, (list, tuple)):
+      from bert.layers.bert_tokenizer import check_vocab  # pylint: disable=g-import-not-at-top
+      return cls(WORDPIECE, tuple(check_vocab(list(value), source)),
+                 source=source)
+    raise DataError(f"{source}: expected a vocabulary file, a token list or "
+                    f"a Vocabulary, got {type(value).__name__}")
+
+  @classmethod
+  def from_config(cls, config: dict, source: str = "vocabulary"
+                  ) -> "Vocabulary":
+    kind = config.get("kind")
+    lower_case = config.get("lower_case")
+    if kind == BYTE_PAIR:
+      return _byte_pair(config.get("tokens"), config.get("merges"), source)
+    if kind == SENTENCEPIECE:
+      try:
+        model = base64.b64decode(config.get("model", ""), validate=True)
+      except (ValueError, TypeError):
+        raise DataError(f"{source}: model is not base64") from None
+      return _sentencepiece(model, source, lower_case)
+    raise DataError(f"{source}: kind must be one of {', '.join(KINDS[1:])} "
+                    f"(a WordPiece vocabulary is a token list), found {kind!r}")
+
+  # ------------------------------------------------------------- files
+  def write(self, folder: str) -> str:
+    """Writes the vocabulary's own files into `folder` (vocab.txt;
+    vocab.json and merges.txt; spiece.model) and returns the path that
+    `from_file` reads back."""
+    if self.kind == WORDPIECE:
+      path = os.path.join(folder, VOCAB_TXT)
+      with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(t + "\n" for t in self.tokens))
+    elif self.kind == BYTE_PAIR:
+      path = os.path.join(folder, VOCAB_JSON)
+      with open(path, "w", encoding="utf-8") as f:
+        json.dump({t: i for i, t in enumerate(self.tokens)}, f,
+                  ensure_ascii=False)
+      with open(os.path.join(folder, MERGES_TXT), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "".join(m + "\n" for m in self.merges))
+    else:
+      path = os.path.join(folder, SPIECE_MODEL)
+      with open(path, "wb") as f:
+        f.write(self.model)
+    return path
+
+  @classmethod
+  def from_file(cls, path: str) -> "Vocabulary":
+    """The vocabulary of a `vocab.txt`, a `vocab.json` (with the
+    `merges.txt` beside it), a SentencePiece model, a `tokenizer.json`, or
+    a folder holding one of them (in that order of preference). Errors are
+    DataErrors naming the file."""
+    if os.path.isdir(path):
+      found = [f for f in FILES if os.path.isfile(os.path.join(path, f))]
+      if not found:
+        raise DataError(f"{path}: no vocabulary (expected one of "
+                        f"{', '.join(FILES)})")
+      path = os.path.join(path, found[0])
+    if not os.path.isfile(path):
+      raise DataError(f"{path}: no such vocabulary file")
+    name = os.path.basename(path)
+    lower_case = _tokenizer_config_casing(os.path.dirname(path))
+    if name.endswith(".json") and name != VOCAB_JSON:
+      return _from_tokenizer_json(path, lower_case)
+    if name.endswith(".json"):
+      merges = os.path.join(os.path.dirname(path), MERGES_TXT)
+      if not os.path.isfile(merges):
+        raise DataError(f"{path}: a byte-level BPE vocabulary needs the "
+                        f"{MERGES_TXT} beside it")
+      from bert.layers.byte_pair_tokenizer import read_merges, read_vocab_json  # pylint: disable=g-import-not-at-top
+      vocab = read_vocab_json(path)
+      return _byte_pair(sorted(vocab, key=vocab.get),
+                        [f"{a} {b}" for a, b in read_merges(merges)], path)
+    if name.endswith(".model"):
+      with open(path, "rb") as f:
+        data = f.read()
+      return _sentencepiece(data, path, lower_case)
+    from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
+    return cls(WORDPIECE, tuple(read_vocab(path)), source=path,
+               lower_case=lower_case)
+
+
+def _tokenizer_config_casing(folder: str) -> Optional[bool]:
+  """do_lower_case of a Hugging Face tokenizer_config.json beside the file,
+  when it says."""
+  path = os.path.join(folder, "tokenizer_config.json")
+  if not os.path.isfile(path):
+    return None
+  try:
+    value = json.loads(read_text(path)).get("do_lower_case")
+  except (ValueError, AttributeError):
+    return None
+  return value if isinstance(value, bool) else None
+
+
+def _byte_pair(tokens, merges, source) -> Vocabulary:
+  if (not isinstance(tokens, (list, tuple)) or not tokens
+      or not all(isinstance(t, str) and t for t in tokens)):
+    raise DataError(f"{source}: tokens must be a non-empty list of strings")
+  if len(set(tokens)) != len(tokens):
+    raise DataError(f"{source}: a token repeats")
+  if (not isinstance(merges, (list, tuple))
+      or not all(isinstance(m, str) and len(m.split(" ")) == 2
+                 and all(m.split(" ")) for m in merges)):
+    raise DataError(f"{source}: merges must be strings of two symbols "
+                    "separated by one space")
+  return Vocabulary(BYTE_PAIR, tuple(tokens), tuple(merges), source=source,
+                    lower_case=False)
+
+
+def _sentencepiece(data: bytes, source: str, lower_case: Optional[bool]
+                   ) -> Vocabulary:
+  from bert.layers.sentencepiece_tokenizer import parse_model  # pylint: disable=g-import-not-at-top
+  proto = parse_model(data, source, number_comma_penalty=False)
+  return Vocabulary(SENTENCEPIECE, tuple(p.piece for p in proto.pieces),
+                    model=proto.SerializeToString(), source=source,
+                    lower_case=lower_case)
+
+
+def _from_tokenizer_json(path: str, lower_case: Optional[bool]) -> Vocabulary:
+  """A tokenizer.json's WordPiece, BPE or Unigram model as a Vocabulary."""
+  try:
+    data = json.loads(read_text(path))
+  except ValueError as e:
+    raise DataError(f"{path}: not JSON ({e})") from None
+  model = data.get("model") if isinstance(data, dict) else None
+  kind = model.get("type") if isinstance(model, dict) else None
+  if kind == "WordPiece":
+    vocab = _id_map(model.get("vocab"), path)
+    from bert.layers.bert_tokenizer import check_vocab  # pylint: disable=g-import-not-at-top
+    normalizer = data.get("normalizer") or {}
+    if lower_case is None and normalizer.get("type") == "BertNormalizer":
+      value = normalizer.get("lowercase")
+      lower_case = value if isinstance(value, bool) else None
+    return Vocabulary(WORDPIECE, tuple(check_vocab(vocab, path)), source=path,
+                      lower_case=lower_case)
+  if kind == "BPE":
+    pre = data.get("pre_tokenizer") or {}
+    if pre.get("type") != "ByteLevel":
+      raise DataError(f"{path}: a BPE tokenizer without the ByteLevel "
+                      "pre-tokenizer (RoBERTa's) is not supported")
+    merges = model.get("merges")
+    if isinstance(merges, list):
+      merges = [" ".join(m) if isinstance(m, list) else m for m in merges]
+    return _byte_pair(_id_map(model.get("vocab"), path), merges, path)
+  if kind == "Unigram":
+    return _sentencepiece(_unigram_model(data, model, path), path,
+                          _unigram_casing(data, lower_case))
+  raise DataError(f"{path}: the tokenizer model is {kind!r}; expected "
+                  "WordPiece, BPE or Unigram")
+
+
+def _id_map(vocab, path) -> list:
+  """Tokens in id order of a {token: id} object."""
+  if not isinstance(vocab, dict) or not vocab:
+    raise DataError(f"{path}: model.vocab must be an object of token ids")
+  ids = sorted(vocab.values()) if all(
+      isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
+  ) else None
+  if ids != list(range(len(vocab))):
+    raise DataError(f"{path}: model.vocab's ids must be 0 .. "
+                    f"{len(vocab) - 1}, each once")
+  return sorted(vocab, key=vocab.get)
+
+
+def _unigram_casing(data, lower_case):
+  if lower_case is not None:
+    return lower_case
+  normalizer = data.get("normalizer") or {}
+  steps = normalizer.get("normalizers", [normalizer])
+  return any(isinstance(s, dict) and s.get("type") == "Lowercase"
+             for s in steps)
+
+
+def _unigram_model(data: dict, model: dict, path: str) -> bytes:
+  """A SentencePiece ModelProto equal to a tokenizer.json's Unigram model:
+  the pieces and scores, the unknown piece, the added special tokens as
+  control pieces, and the precompiled normalisation map. transformers wrote
+  the scores of number-comma pieces 100 lower than spiece.model's; they are
+  given back, as `SentencePieceTokenizer` lowers them itself."""
+  from bert.layers.sentencepiece_tokenizer import number_comma  # pylint: disable=g-import-not-at-top
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  vocab = model.get("vocab")
+  if (not isinstance(vocab, list) or not vocab or not all(
+      isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+      and isinstance(v[1], (int, float)) for v in vocab)):
+    raise DataError(f"{path}: model.vocab must be a list of [piece, score]")
+  unk_id = model.get("unk_id")
+  if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
+    raise DataError(f"{path}: model.unk_id must be an id of model.vocab")
+  special = {t.get("content") for t in data.get("added_tokens") or []
+             if isinstance(t, dict) and t.get("special")}
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.trainer_spec.model_type = sentencepiece_model_pb2.TrainerSpec.UNIGRAM
+  proto.trainer_spec.unk_id = unk_id
+  proto.trainer_spec.bos_id = proto.trainer_spec.eos_id = -1
+  proto.trainer_spec.pad_id = -1
+  piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
+  for i, (piece, score) in enumerate(vocab):
+    p = proto.pieces.add()
+    p.piece, p.score = piece, float(score) + (100 if number_comma(piece) else 0)
+    p.type = (piece_type.UNKNOWN if i == unk_id else
+              piece_type.CONTROL if piece in special else piece_type.NORMAL)
+  spec = proto.normalizer_spec
+  spec.name = "precompiled"
+  spec.add_dummy_prefix = True
+  spec.remove_extra_whitespaces = True
+  spec.escape_whitespaces = True
+  normalizer = data.get("normalizer") or {}
+  for step in normalizer.get("normalizers", [normalizer]):
+    if isinstance(step, dict) and step.get("type") == "Precompiled":
+      try:
+        spec.precompiled_charsmap = base64.b64decode(
+            step.get("precompiled_charsmap") or "", validate=True)
+      except (ValueError, TypeError):
+        raise DataError(f"{path}: precompiled_charsmap is not base64") from None
+  return proto.SerializeToString()
+
