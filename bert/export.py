@@ -53,6 +53,7 @@ from bert import hardware as cpu
 from bert.serving import tflite
 from bert.serving.classifier import ClassifierServing
 from bert.serving.embedder import EmbedderServing
+from bert.serving.fill_mask import FillMaskServing
 from bert.serving.gate import AccuracyGate, embedding_gate
 from bert.serving import loader
 from bert.serving.loader import MANIFEST, MANIFEST_FORMAT, StagedServing
@@ -250,6 +251,21 @@ def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
       lambda m: ClassifierServing(m, vocab, lower_case, seq_length,
                                   labels, pairs, buckets),
       model, path, "classifier", precision, gate)
+
+
+def export_fill_mask(model, path: str, vocab: Vocab, lower_case: bool,
+                     seq_length: int, top_k: int = 5,
+                     clean_up_spaces: bool = True, precision: str = "fp32",
+                     length_buckets: Optional[Sequence[int]] = None
+                     ) -> Dict[str, Any]:
+  """Writes a serving SavedModel of a `BertMaskedLM`: `text` (with the
+  vocabulary's mask token) -> per mask the `top_k` `token`, `token_str` and
+  `score` (`bert.serving.fill_mask`). `precision`: see `write_serving`."""
+  buckets = _buckets(length_buckets, seq_length)
+  return write_serving(
+      lambda m: FillMaskServing(m, vocab, lower_case, seq_length, top_k,
+                                clean_up_spaces, buckets),
+      model, path, "fill_mask", precision)
 
 
 @renamed_keywords(vocab_file="vocab")

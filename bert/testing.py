@@ -219,13 +219,13 @@ BYTE_PAIR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 SENTENCEPIECE_CONTROLS = ("[CLS]", "[SEP]", "[MASK]")
 
 
-def train_byte_pair_vocab(folder: str, vocab_size: int = 3000) -> str:
+def train_byte_pair_vocab(folder: str, corpus: str,
+                          vocab_size: int = 3000) -> str:
   """A RoBERTa-style byte-level BPE (Hugging Face `tokenizers`) trained on
-  the WikiText-2 valid lines (the shared data has no train split), written
-  as `folder`/vocab.json and merges.txt; returns `folder`."""
+  the lines of `corpus`, written as `folder`/vocab.json and merges.txt;
+  returns `folder`."""
   from tokenizers import ByteLevelBPETokenizer  # pylint: disable=g-import-not-at-top
-  with open(shared_data("corpus", "wikitext-2", "wiki.valid.tokens"),
-            encoding="utf-8") as f:
+  with open(corpus, encoding="utf-8") as f:
     lines = f.readlines()
   trainer = ByteLevelBPETokenizer()
   trainer.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=2,
@@ -236,16 +236,17 @@ def train_byte_pair_vocab(folder: str, vocab_size: int = 3000) -> str:
   return folder
 
 
-def train_sentencepiece_vocab(folder: str, vocab_size: int = 3000) -> str:
+def train_sentencepiece_vocab(folder: str, corpus: str,
+                              vocab_size: int = 3000) -> str:
   """An ALBERT-style SentencePiece unigram model (`sentencepiece`) trained on
-  the WikiText-2 valid lines, written as `folder`/spiece.model with ALBERT's
+  the lines of `corpus`, written as `folder`/spiece.model with ALBERT's
   special pieces (<pad> 0, <unk> 1, [CLS], [SEP], [MASK]); returns
   `folder`."""
   import sentencepiece  # pylint: disable=g-import-not-at-top
   os.makedirs(folder, exist_ok=True)
   sentencepiece.SentencePieceTrainer.train(
-      input=shared_data("corpus", "wikitext-2", "wiki.valid.tokens"),
-      model_prefix=os.path.join(folder, "spiece"), vocab_size=vocab_size,
+      input=corpus, model_prefix=os.path.join(folder, "spiece"),
+      vocab_size=vocab_size,
       model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
       control_symbols=list(SENTENCEPIECE_CONTROLS),
       input_sentence_size=100000, shuffle_input_sentence=False,

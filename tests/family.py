@@ -8,6 +8,7 @@ import torch
 import transformers
 
 from bert import testing
+from bert.testing import shared_data
 
 FAMILIES = ("bert", "roberta", "albert", "distilbert", "electra")
 # A tiny shape for every family (the vocabulary's size is the tokenizer's).
@@ -54,10 +55,11 @@ def tokenizer_folder(family, root) -> str:
     return testing.minilm_dir()
   folder = os.path.join(root, f"{family}_vocab")
   if not os.path.isdir(folder):
+    corpus = shared_data("corpus", "wikitext-2", "wiki.valid.tokens")
     if family == "roberta":
-      testing.train_byte_pair_vocab(folder)
+      testing.train_byte_pair_vocab(folder, corpus)
     else:
-      testing.train_sentencepiece_vocab(folder)
+      testing.train_sentencepiece_vocab(folder, corpus)
   return folder
 
 

@@ -35,11 +35,12 @@ class Tokenizer:
 
   def __init__(self, vocab_file: Optional[str] = None,
                lower_case: Optional[bool] = None, batch_size: int = 4096,
-               vocabulary=None):
+               vocabulary=None, **tokenizer_options):
     """vocab_file: a vocabulary file (vocab.txt, vocab.json with merges.txt
     beside it, spiece.model, tokenizer.json); or vocabulary: a `Vocabulary`
     or WordPiece tokens in id order. lower_case: None takes the file's say,
-    else True (byte-level BPE has no casing)."""
+    else True (byte-level BPE has no casing). `tokenizer_options`: more
+    arguments of the tokenizer layer (WordPiece's `special_tokens`)."""
     if (vocab_file is None) == (vocabulary is None):
       raise ValueError("Tokenizer: give vocab_file or vocabulary (the tokens "
                        "in id order), not both")
@@ -47,7 +48,7 @@ class Tokenizer:
         vocab_file if vocab_file is not None else vocabulary)
     # One packer for every length: `encode` passes its seq_length per call.
     self.layer, self.packer = tokenizer_and_packer(
-        self.vocabulary, lower_case, seq_length=128)
+        self.vocabulary, lower_case, seq_length=128, **tokenizer_options)
     self.batch_size = batch_size
     self.vocab = self.layer.vocab
     self._ids = {token: i for i, token in enumerate(self.vocab)}

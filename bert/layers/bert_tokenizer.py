@@ -99,7 +99,8 @@ class BertTokenizer(tf_keras.layers.Layer):
 
   def __init__(self, vocab_file: Optional[str] = None, lower_case: bool = True,
                tokenize_with_offsets: bool = False, fast_path: bool = True,
-               vocabulary: Optional[Sequence[str]] = None, **kwargs):
+               vocabulary: Optional[Sequence[str]] = None,
+               special_tokens: Sequence[str] = (), **kwargs):
     super().__init__(**kwargs)
     if (vocab_file is None) == (vocabulary is None):
       raise ValueError("BertTokenizer: give vocab_file or vocabulary (the "
@@ -113,6 +114,21 @@ class BertTokenizer(tf_keras.layers.Layer):
     object.__setattr__(self, "_vocab", tuple(
         read_vocab(vocab_file) if vocab_file is not None
         else check_vocab(list(vocabulary))))
+    # Tokens matched whole where the text has them (fill-mask's [MASK], as
+    # transformers matches its special tokens); none by default, as the
+    # reference, which reads "[MASK]" in a text as "[", "mask", "]".
+    self.special_tokens = tuple(special_tokens)
+    missing = [t for t in self.special_tokens if t not in self._vocab]
+    if missing:
+      raise DataError(f"{vocab_file or 'vocabulary'} has no {missing[0]} token")
+    if self.special_tokens:
+      from bert.layers.byte_pair_tokenizer import _re2_escape, _table  # pylint: disable=g-import-not-at-top
+      self._special_pattern = "|".join(
+          _re2_escape(t) for t in sorted(self.special_tokens, key=len,
+                                         reverse=True))
+      self._special_ids = _table(
+          list(self.special_tokens),
+          [self._vocab.index(t) for t in self.special_tokens], -1, tf.int64)
     self._table = tf.constant(norm.codepoint_table(self.lower_case))
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self._vocab, suffix_indicator="##",
@@ -182,6 +198,41 @@ class BertTokenizer(tf_keras.layers.Layer):
     if texts.shape.rank != 1:
       raise ValueError(f"BertTokenizer expects a 1-D batch of strings, got "
                        f"shape {texts.shape}")
+    if self.special_tokens:
+      return self._with_special_tokens(texts, with_offsets)
+    return self._tokenize_text(texts, with_offsets)
+
+  def _with_special_tokens(self, texts, with_offsets):
+    """The stretches between special tokens tokenized, the special tokens
+    their ids."""
+    from bert.layers.byte_pair_tokenizer import _interleave  # pylint: disable=g-import-not-at-top
+    pieces, starts, ends = tf_text.regex_split_with_offsets(
+        texts, self._special_pattern, self._special_pattern)
+    flat = pieces.flat_values
+    special_ids = self._special_ids.lookup(flat)
+    is_special = special_ids >= 0
+    out = self._tokenize_text(tf.where(is_special, "", flat), with_offsets)
+    ids = out[0] if with_offsets else out                  # [pieces, (t)]
+    ids = ids.with_row_splits_dtype(tf.int64)
+    n_tokens = tf.where(is_special, tf.ones_like(ids.row_lengths()),
+                        ids.row_lengths())
+    splits = tf.gather(tf.concat([[0], tf.cumsum(n_tokens)], 0),
+                       pieces.row_splits)
+    merged = tf.RaggedTensor.from_row_splits(tf.cast(_interleave(
+        tf.cast(ids, tf.int64), special_ids, is_special, n_tokens), tf.int32),
+        splits)
+    if not with_offsets:
+      return merged
+    base = tf.repeat(starts.flat_values, n_tokens)
+    begin = _interleave(out[1].with_row_splits_dtype(tf.int64),
+                        tf.zeros_like(special_ids), is_special, n_tokens)
+    end = _interleave(out[2].with_row_splits_dtype(tf.int64),
+                      ends.flat_values - starts.flat_values, is_special,
+                      n_tokens)
+    return (merged, merged.with_flat_values(base + begin),
+            merged.with_flat_values(base + end))
+
+  def _tokenize_text(self, texts, with_offsets):
     if self._fast is None:
       return self._tokenize_exact(texts, with_offsets)
     # Texts made only of characters on which FastBertTokenizer is proven
@@ -267,6 +318,8 @@ class BertTokenizer(tf_keras.layers.Layer):
     config = super().get_config()
     if self.vocab_file is None:
       config.update(vocabulary=list(self._vocab))
+    if self.special_tokens:
+      config.update(special_tokens=list(self.special_tokens))
     config.update(vocab_file=self.vocab_file, lower_case=self.lower_case,
                   tokenize_with_offsets=self.tokenize_with_offsets,
                   fast_path=self.fast_path)

@@ -43,6 +43,11 @@ KIND_OF_FAMILY = {"bert": WORDPIECE, "distilbert": WORDPIECE,
                   "electra": WORDPIECE, "roberta": BYTE_PAIR,
                   "albert": SENTENCEPIECE}
 
+# The WordPiece decoder's clean-up of each piece, in its order.
+_CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+             (" n't", "n't"), (" 'm", "'m"), (" do not", " don't"),
+             (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
 # The token a masked-LM input holds where a prediction is asked for.
 MASK_TOKENS = {WORDPIECE: "[MASK]", BYTE_PAIR: "<mask>",
                SENTENCEPIECE: "[MASK]"}
@@ -61,6 +66,10 @@ class Vocabulary(Sequence):
   model: bytes = b""
   source: str = "vocabulary"
   lower_case: Optional[bool] = None
+  # WordPiece `decode`: whether each piece loses the space before it when it
+  # is punctuation (tokenizers' WordPiece decoder `cleanup`; its default, and
+  # what a tokenizer.json says).
+  clean_up_spaces: bool = True
 
   # ------------------------------------------------------------ sequence
   def __len__(self) -> int:
@@ -104,6 +113,55 @@ class Vocabulary(Sequence):
       h.update(b"\0".join(t.encode("utf-8") for t in part) + b"\1")
     h.update(self.model)
     return h.hexdigest()
+
+  @property
+  def special_tokens(self) -> Tuple[str, ...]:
+    """The family's special tokens (those `decode` can skip)."""
+    if self.kind == BYTE_PAIR:
+      found = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+    elif self.kind == SENTENCEPIECE:
+      found = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+    else:
+      found = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+    present = set(self.tokens)
+    return tuple(t for t in found if t in present)
+
+  def decode(self, ids, skip_special_tokens: bool = False,
+             clean_up_spaces: Optional[bool] = None) -> str:
+    """Text of token ids, as transformers' `decode` gives it (no clean-up of
+    spaces): WordPiece pieces joined by spaces with "##" continuations glued
+    on; byte-level BPE's bytes as UTF-8 (bad bytes replaced), special tokens
+    as written; SentencePiece pieces with "▁" as a space, the first one's
+    dropped. WordPiece's `clean_up_spaces` (None: the vocabulary's) drops
+    the space before a piece of punctuation, as tokenizers' WordPiece
+    decoder does piece by piece."""
+    tokens = [self.tokens[int(i)] for i in ids]
+    if skip_special_tokens:
+      special = set(self.special_tokens)
+      tokens = [t for t in tokens if t not in special]
+    if self.kind == WORDPIECE:
+      pieces = [t[2:] if i and t.startswith("##") else (" " if i else "") + t
+                for i, t in enumerate(tokens)]
+      if self.clean_up_spaces if clean_up_spaces is None else clean_up_spaces:
+        for before, after in _CLEAN_UP:
+          pieces = [p.replace(before, after) for p in pieces]
+      return "".join(pieces)
+    if self.kind == SENTENCEPIECE:
+      text = "".join(tokens).replace("\u2581", " ")
+      return text[1:] if tokens and tokens[0].startswith("\u2581") else text
+    from bert.layers.byte_pair_tokenizer import bytes_to_unicode  # pylint: disable=g-import-not-at-top
+    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+    special = set(self.special_tokens)
+    parts, run = [], bytearray()
+    for t in tokens + [None]:
+      if t is None or t in special:
+        parts.append(run.decode("utf-8", errors="replace"))
+        run = bytearray()
+        if t is not None:
+          parts.append(t)
+      else:
+        run.extend(to_byte[c] for c in t)
+    return "".join(parts)
 
   # -------------------------------------------------------- tokenizers
   def tokenizer(self, lower_case: Optional[bool] = None,
@@ -221,7 +279,11 @@ class Vocabulary(Sequence):
     if not os.path.isfile(path):
       raise DataError(f"{path}: no such vocabulary file")
     name = os.path.basename(path)
-    lower_case = _tokenizer_config_casing(os.path.dirname(path))
+    return cls._from_file(path, name,
+                          _tokenizer_config_casing(os.path.dirname(path)))
+
+  @classmethod
+  def _from_file(cls, path, name, lower_case) -> "Vocabulary":
     if name.endswith(".json") and name != VOCAB_JSON:
       return _from_tokenizer_json(path, lower_case)
     if name.endswith(".json"):
@@ -243,7 +305,7 @@ class Vocabulary(Sequence):
 
 
 def _tokenizer_config_casing(folder: str) -> Optional[bool]:
-  """do_lower_case of a Hugging Face tokenizer_config.json beside the file,
+  """do_lower_case of a transformers tokenizer_config.json beside the file,
   when it says."""
   path = os.path.join(folder, "tokenizer_config.json")
   if not os.path.isfile(path):
@@ -294,8 +356,12 @@ def _from_tokenizer_json(path: str, lower_case: Optional[bool]) -> Vocabulary:
     if lower_case is None and normalizer.get("type") == "BertNormalizer":
       value = normalizer.get("lowercase")
       lower_case = value if isinstance(value, bool) else None
+    decoder = data.get("decoder") or {}
+    cleanup = decoder.get("cleanup") if decoder.get("type") == "WordPiece" else None
     return Vocabulary(WORDPIECE, tuple(check_vocab(vocab, path)), source=path,
-                      lower_case=lower_case)
+                      lower_case=lower_case,
+                      clean_up_spaces=cleanup if isinstance(cleanup, bool)
+                      else True)
   if kind == "BPE":
     pre = data.get("pre_tokenizer") or {}
     if pre.get("type") != "ByteLevel":

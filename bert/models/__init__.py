@@ -7,6 +7,7 @@ a `BertPreprocessor` subclass, and `from_pretrained`, `fit`, `predict` and
 
 from bert.models._base import EncoderModel, per_example
 from bert.models.bert_classifier import BertClassifier
+from bert.models.bert_masked_lm import BertMaskedLM
 from bert.models.bert_multiple_choice import BertMultipleChoice
 from bert.models.bert_pretrainer import BertPretrainer
 from bert.models.bert_span_labeler import BertSpanLabeler
@@ -14,7 +15,8 @@ from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.models.distiller import Distiller
 from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.models.preprocessor_base import BertPreprocessor
-from bert.models.preprocessors import (MultipleChoicePreprocessor,
+from bert.models.preprocessors import (FillMaskPreprocessor,
+                                       MultipleChoicePreprocessor,
                                        SpanLabelerPreprocessor,
                                        TextClassifierPreprocessor,
                                        TokenClassifierPreprocessor)
@@ -22,7 +24,8 @@ from bert.models.pretrained import load_encoder, load_pretrained
 from bert.models.text_embedder import BertTextEmbedder
 from bert.networks.pretraining_heads import build_pretraining_heads
 
-__all__ = ["BertClassifier", "BertMultipleChoice", "BertPreprocessor",
+__all__ = ["BertClassifier", "BertMaskedLM", "BertMultipleChoice",
+           "BertPreprocessor", "FillMaskPreprocessor",
            "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
            "BertTextEmbedder", "Distiller", "EncoderModel", "MultipleChoicePreprocessor",
            "SpanLabelerPreprocessor", "TextClassifierPreprocessor",

@@ -1,10 +1,13 @@
 """`BertClassifier`: an encoder and a classification/regression head."""
 
+from typing import Optional
+
 import tf_keras
 
 from bert.layers.classification_head import ClassificationHead
 from bert.models import inputs
 from bert.models._base import EncoderModel, per_example
+from bert.models.pretrained import load_pretrained
 from bert.models.preprocessors import TextClassifierPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
 from bert.validation import check_float, check_int
@@ -41,6 +44,41 @@ class BertClassifier(EncoderModel):
         initializer_range=self.initializer_range,
         name="classifier")
     self._built_with({self.head: [None, self.hidden_size]})
+
+  # The sentence-pair pre-training task's classes, in logit order: BERT's
+  # next-sentence prediction (0: B follows A) and ALBERT's sentence order
+  # (0: A then B as written, 1: swapped).
+  SENTENCE_TASK_LABELS = dict(nsp=("is_next", "not_next"),
+                              sop=("in_order", "swapped"))
+
+  @classmethod
+  def next_sentence(cls, source, *, seq_length: Optional[int] = None,
+                    precision: str = "fp32") -> "BertClassifier":
+    """BERT's next-sentence (ALBERT's sentence-order) head of a checkpoint
+    with its pre-training heads, as a classifier of (a, b) text pairs:
+    `predict((a, b))` gives `labels` ("is_next"/"not_next"; ALBERT:
+    "in_order"/"swapped") and `probabilities`; `export` serves it on raw
+    strings; `fit` fine-tunes it like any classifier."""
+    owner = f"{cls.__name__}.next_sentence"
+
+    def build(ckpt):
+      task = ckpt.config.sentence_task
+      if task is None or ckpt.next_sentence is None:
+        raise ValueError(
+            f"{owner}: {ckpt.folder or source} has no sentence head (a "
+            f"{ckpt.config.family} checkpoint "
+            + ("has none" if task is None else "saved without it") + ")")
+      model = cls(ckpt.encoder, num_classes=2)
+      model.head.set_weights(ckpt.next_sentence.get_weights())
+      return model
+
+    ckpt, model = load_pretrained(source, build, owner=owner,
+                                  precision=precision, with_heads=True)
+    kwargs = {} if seq_length is None else dict(seq_length=seq_length)
+    model.attach_preprocessor(TextClassifierPreprocessor.from_checkpoint(
+        ckpt, labels=list(cls.SENTENCE_TASK_LABELS[ckpt.config.sentence_task]),
+        text_pairs=True, **kwargs))
+    return model
 
   def call(self, inputs, training=None):
     pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]

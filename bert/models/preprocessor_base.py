@@ -45,7 +45,13 @@ class BertPreprocessor(tf_keras.layers.Layer):
     # Not tracked by Keras (a 30k-token list); saved through get_config.
     object.__setattr__(self, "_vocabulary", vocabulary)
     object.__setattr__(self, "tokenizer", Tokenizer(
-        vocabulary=self._vocabulary, lower_case=self.lower_case))
+        vocabulary=self._vocabulary, lower_case=self.lower_case,
+        **self._tokenizer_options(vocabulary)))
+
+  def _tokenizer_options(self, vocabulary) -> dict:
+    """More arguments of the tokenizer layer, for a task that needs them."""
+    del vocabulary
+    return {}
 
   @property
   def vocabulary(self) -> Vocabulary:

@@ -45,10 +45,12 @@ class ServingModule(tf.Module):
   Subclasses set `string_inputs` (the names of the [batch] string inputs)
   and implement `_preprocess(strings)` (-> dict with the ENCODER_INPUTS and
   any extra features), `_postprocess(strings, features, outputs)`; the
-  network is the Keras model on the ENCODER_INPUTS in inference mode.
+  network is the Keras model on its `network_inputs` (the ENCODER_INPUTS,
+  and for fill-mask `masked_lm_positions`) in inference mode.
   """
 
   string_inputs: Sequence[str] = ()
+  network_inputs: Sequence[str] = ENCODER_INPUTS
 
   def __init__(self, model, buckets: Sequence[int], name: str):
     super().__init__(name=name)
@@ -63,7 +65,7 @@ class ServingModule(tf.Module):
     strings = {k: tf.TensorSpec([None], tf.string, name=k)
                for k in self.string_inputs}
     ids = {k: tf.TensorSpec([None, None], tf.int32, name=k)
-           for k in ENCODER_INPUTS}
+           for k in self.network_inputs}
     self.preprocess = tf.function(self._preprocess, input_signature=[strings])
     self.network = tf.function(self._network, input_signature=[ids])
     self.serve = tf.function(self._serve, input_signature=[strings])
@@ -95,7 +97,7 @@ class ServingModule(tf.Module):
                 postprocess=self.postprocess.get_concrete_function())
 
   def _network(self, inputs):
-    return dict(self.model({k: inputs[k] for k in ENCODER_INPUTS},
+    return dict(self.model({k: inputs[k] for k in self.network_inputs},
                            training=False))
 
   def _postprocess_flat(self, flat):
