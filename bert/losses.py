@@ -234,21 +234,25 @@ def pretraining_stats(features: Mapping[str, tf.Tensor],
   """(numerator, denominator) sums of one batch, for losses and accuracies.
 
   `masked_lm_*` are over real predictions (`masked_lm_weights`), `next_
-  sentence_*` over examples. Dividing each numerator by its denominator
-  (+1e-5 for the masked-LM loss) gives the reference's per-batch values.
+  sentence_*` over examples (only for a model with a sentence head: BERT's
+  next-sentence or ALBERT's sentence-order logits). Dividing each numerator
+  by its denominator (+1e-5 for the masked-LM loss) gives the reference's
+  per-batch values.
   """
   mlm_logits = tf.cast(outputs["masked_lm_logits"], tf.float32)   # [b, P, V]
-  # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
-  nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"], tf.float32),
-                          [-1, 2])
-  nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
   mlm = softmax_stats(mlm_logits, features["masked_lm_ids"],
                       features["masked_lm_weights"])          # over [b, P]
-  nsp = softmax_stats(nsp_logits, nsp_labels,
-                      example_weights(features, nsp_labels))  # over [b]
-  return dict(masked_lm_loss=mlm["loss"], next_sentence_loss=nsp["loss"],
-              masked_lm_accuracy=mlm["accuracy"],
-              next_sentence_accuracy=nsp["accuracy"])
+  stats = dict(masked_lm_loss=mlm["loss"], masked_lm_accuracy=mlm["accuracy"])
+  if "next_sentence_logits" in outputs:
+    # [b, 2], or [b, k, 2] for packed rows: flattened to one per example.
+    nsp_logits = tf.reshape(tf.cast(outputs["next_sentence_logits"],
+                                    tf.float32), [-1, 2])
+    nsp_labels = tf.reshape(features["next_sentence_labels"], [-1])
+    nsp = softmax_stats(nsp_logits, nsp_labels,
+                        example_weights(features, nsp_labels))  # over [b]
+    stats.update(next_sentence_loss=nsp["loss"],
+                 next_sentence_accuracy=nsp["accuracy"])
+  return stats
 
 
 def pretraining_losses(features: Mapping[str, tf.Tensor],
@@ -268,12 +272,13 @@ def pretraining_losses(features: Mapping[str, tf.Tensor],
 
 def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
   """The reference's per-batch losses and accuracies from the sums, with
-  `loss` = masked-LM loss + next-sentence loss."""
+  `loss` = masked-LM loss + next-sentence loss (where there is one)."""
   num, den = stats["masked_lm_loss"]
   epsilon = PRETRAINING_EPSILONS["masked_lm_loss"]
   out = dict(masked_lm_loss=num / (den + epsilon))
   for name in ("next_sentence_loss", "masked_lm_accuracy", "next_sentence_accuracy"):
-    num, den = stats[name]
-    out[name] = num / tf.maximum(den, 1.0)
-  out["loss"] = out["masked_lm_loss"] + out["next_sentence_loss"]
+    if name in stats:
+      num, den = stats[name]
+      out[name] = num / tf.maximum(den, 1.0)
+  out["loss"] = out["masked_lm_loss"] + out.get("next_sentence_loss", 0.0)
   return out

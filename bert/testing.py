@@ -213,43 +213,19 @@ def step_parity(model_dir, data_dir, steps=40, total_steps=319, batch_size=32,
     yield loss_ours, loss_hf, lr_ours, lr_hf, dk, de
 
 
-# The special tokens of the family vocabularies trained below, in id order as
-# the released ones have them.
-BYTE_PAIR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
-SENTENCEPIECE_CONTROLS = ("[CLS]", "[SEP]", "[MASK]")
-
-
 def train_byte_pair_vocab(folder: str, corpus: str,
                           vocab_size: int = 3000) -> str:
-  """A RoBERTa-style byte-level BPE (Hugging Face `tokenizers`) trained on
-  the lines of `corpus`, written as `folder`/vocab.json and merges.txt;
-  returns `folder`."""
-  from tokenizers import ByteLevelBPETokenizer  # pylint: disable=g-import-not-at-top
-  with open(corpus, encoding="utf-8") as f:
-    lines = f.readlines()
-  trainer = ByteLevelBPETokenizer()
-  trainer.train_from_iterator(lines, vocab_size=vocab_size, min_frequency=2,
-                              special_tokens=list(BYTE_PAIR_SPECIALS),
-                              show_progress=False)
-  os.makedirs(folder, exist_ok=True)
-  trainer.save_model(folder)
+  """A RoBERTa-style byte-level BPE trained on the lines of `corpus`
+  (`bert.data.vocab_training`), written into `folder`; returns `folder`."""
+  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
+  train_vocab("byte_pair", [corpus], folder, vocab_size)
   return folder
 
 
 def train_sentencepiece_vocab(folder: str, corpus: str,
                               vocab_size: int = 3000) -> str:
-  """An ALBERT-style SentencePiece unigram model (`sentencepiece`) trained on
-  the lines of `corpus`, written as `folder`/spiece.model with ALBERT's
-  special pieces (<pad> 0, <unk> 1, [CLS], [SEP], [MASK]); returns
-  `folder`."""
-  import sentencepiece  # pylint: disable=g-import-not-at-top
-  os.makedirs(folder, exist_ok=True)
-  sentencepiece.SentencePieceTrainer.train(
-      input=corpus, model_prefix=os.path.join(folder, "spiece"),
-      vocab_size=vocab_size,
-      model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-      control_symbols=list(SENTENCEPIECE_CONTROLS),
-      input_sentence_size=100000, shuffle_input_sentence=False,
-      minloglevel=2)
-  os.remove(os.path.join(folder, "spiece.vocab"))
+  """An ALBERT-style SentencePiece model trained on the lines of `corpus`
+  (`bert.data.vocab_training`), written into `folder`; returns `folder`."""
+  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
+  train_vocab("sentencepiece", [corpus], folder, vocab_size)
   return folder

@@ -35,11 +35,17 @@ flags.DEFINE_string("output_file", None,
                     "Instead of --output_dir: the TFRecord files to write "
                     "(comma list, one shard each), as google-research's "
                     "script takes them.")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocab.txt.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary: a WordPiece vocab.txt, "
+                    "a byte-level BPE vocab.json (merges.txt beside it), a "
+                    "SentencePiece spiece.model or a tokenizer.json.")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase and strip accents.")
 flags.DEFINE_bool("do_whole_word_mask", False,
                   "Mask all pieces of a word together.")
 flags.DEFINE_integer("max_seq_length", 128, "Tokens per instance.")
+flags.DEFINE_enum("sentence_task", "nsp", ["nsp", "sop", "none"],
+                  "The sentence-pair task of the instances: nsp (BERT's next "
+                  "sentence), sop (ALBERT's sentence order) or none "
+                  "(RoBERTa's full sentences, one segment).")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked tokens at most.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed.")
 flags.DEFINE_integer("dupe_factor", 10, "Passes over the input, each with "
@@ -92,7 +98,8 @@ def main(argv):
       dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
       do_whole_word_mask=FLAGS.do_whole_word_mask,
       lower_case=FLAGS.do_lower_case,
-      block_sentences=FLAGS.block_sentences)
+      block_sentences=FLAGS.block_sentences,
+      sentence_task=FLAGS.sentence_task)
   summaries = create_pretraining_data(
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
       num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,
@@ -104,7 +111,9 @@ def main(argv):
         f"{s.tokens:,} ({s.tokens / max(s.seconds, 1e-9):,.0f}/s in the "
         f"slowest shard), padding {s.padding / max(slots, 1):.1%}, masked "
         f"{s.masked / max(s.tokens - 3 * s.instances, 1):.2%} of non-special "
-        f"tokens, random next {s.random_next / max(s.instances, 1):.1%}")
+        f"tokens, " + {"nsp": "random next", "sop": "swapped or random",
+                       "none": "sentence label"}[config.sentence_task]
+        + f" {s.random_next / max(s.instances, 1):.1%}")
   print("length histogram (tokens <= bucket: instances): " + ", ".join(
       f"{k}: {v}" for k, v in sorted(s.length_histogram.items())))
 

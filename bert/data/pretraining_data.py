@@ -24,12 +24,15 @@ from typing import List
 import numpy as np
 
 from bert.data.vocab import Vocab
-from bert.validation import check_bool, check_float, check_int
+from bert.validation import check_bool, check_choice, check_float, check_int
 
 
 # The reference script's flag names of the fields the library names
 # otherwise; manifest.json records the config under the flags' names.
 FLAG_NAMES = {"seq_length": "max_seq_length", "lower_case": "do_lower_case"}
+
+
+SENTENCE_TASKS = ("nsp", "sop", "none")
 
 
 @dataclasses.dataclass
@@ -53,6 +56,13 @@ class PretrainingDataConfig:
   # random next sentences come from the same block. Memory is bounded by one
   # block, whatever the corpus size.
   block_sentences: int = 20_000
+  # The sentence-pair task the instances are made for: "nsp" (BERT: B is the
+  # next segment or, half the time, a random one), "sop" (ALBERT's sentence
+  # order: A and B consecutive, swapped half the time; google-research/albert
+  # `random_next_sentence=False`) or "none" (RoBERTa's FULL-SENTENCES: one
+  # segment of whole sentences read on across documents, a separator token
+  # between documents, no sentence label).
+  sentence_task: str = "nsp"
 
   def __post_init__(self):
     owner = "PretrainingDataConfig"
@@ -69,6 +79,7 @@ class PretrainingDataConfig:
     check_bool(owner, "lower_case", self.lower_case)
     check_int(owner, "shuffle_buffer", self.shuffle_buffer, minimum=1)
     check_int(owner, "block_sentences", self.block_sentences, minimum=1)
+    check_choice(owner, "sentence_task", self.sentence_task, SENTENCE_TASKS)
 
   def as_flags(self) -> dict:
     """The fields under the reference script's flag names."""
@@ -205,7 +216,11 @@ def create_instances_from_document(documents, document_index,
           a_end = rng.randint(1, len(current_chunk) - 1)
         tokens_a = [t for seg in current_chunk[:a_end] for t in seg]
         tokens_b: List[int] = []
-        if len(current_chunk) == 1 or rng.random() < 0.5:
+        sop = config.sentence_task == "sop"
+        # (rng is drawn in the reference's order for each task: BERT's draw
+        # decides a random B; ALBERT's, for a chunk of two or more segments,
+        # a swap.)
+        if len(current_chunk) == 1 or (not sop and rng.random() < 0.5):
           is_random_next = True
           target_b_length = target_seq_length - len(tokens_a)
           for _ in range(10):
@@ -220,6 +235,11 @@ def create_instances_from_document(documents, document_index,
               break
           # The unused sentences go back for the next chunk.
           i -= len(current_chunk) - a_end
+        elif sop and rng.random() < 0.5:
+          # Sentence order: the two consecutive parts, swapped.
+          is_random_next = True
+          tokens_b = [t for seg in current_chunk[a_end:] for t in seg]
+          tokens_a, tokens_b = tokens_b, tokens_a
         else:
           is_random_next = False
           tokens_b = [t for seg in current_chunk[a_end:] for t in seg]
@@ -232,4 +252,41 @@ def create_instances_from_document(documents, document_index,
       current_chunk = []
       current_length = 0
     i += 1
+  return instances
+
+
+def create_full_sentence_instances(documents, config: PretrainingDataConfig,
+                                   vocab: Vocab):
+  """RoBERTa's FULL-SENTENCES instances of `documents` (in order): whole
+  sentences read on across document boundaries, a separator between
+  documents, until the next sentence would pass seq_length - 2 tokens; one
+  segment, `<s> ... </s>`, no sentence label. A sentence longer than a
+  whole instance is cut into instance-long pieces."""
+  budget = config.seq_length - 2
+  instances, chunk = [], []
+
+  def emit():
+    while chunk and chunk[-1] == vocab.sep:     # no separator at the end
+      chunk.pop()
+    if chunk:
+      tokens = [vocab.cls] + chunk + [vocab.sep]
+      instances.append(Instance(tokens, [0] * len(tokens), False))
+    chunk.clear()
+
+  for d, document in enumerate(documents):
+    if d and chunk:
+      if len(chunk) + 1 >= budget:
+        emit()
+      else:
+        chunk.append(vocab.sep)                 # between documents
+    for sentence in document:
+      while len(sentence) > budget:             # longer than an instance
+        emit()
+        chunk.extend(sentence[:budget])
+        sentence = sentence[budget:]
+        emit()
+      if len(chunk) + len(sentence) > budget:
+        emit()
+      chunk.extend(sentence)
+  emit()
   return instances

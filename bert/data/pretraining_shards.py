@@ -35,6 +35,7 @@ from bert.data import record_integrity
 from bert.data._workers import worker_pool
 from bert.data.errors import DataError
 from bert.data.pretraining_data import (Instance, PretrainingDataConfig,
+                                        create_full_sentence_instances,
                                         create_instances_from_document)
 from bert.data.pretraining_manifest import (MANIFEST, check_manifests,  # noqa: F401
                                             write_manifest)
@@ -43,6 +44,7 @@ from bert.data.pretraining_output import (check_output_dir,
                                           shard_names)
 from bert.data.pretraining_records import encode_instances
 from bert.data.vocab import Vocab
+from bert.layers.vocabulary import Vocabulary
 from bert.validation import check_int
 
 
@@ -147,8 +149,12 @@ def create_shard(files: Sequence[str], shard: int, num_shards: int,
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from bert.data.tokenization import Tokenizer  # pylint: disable=g-import-not-at-top
   start = time.perf_counter()
-  tokenizer = Tokenizer(vocab_file, lower_case=config.lower_case)
-  vocab = Vocab(tokenizer.vocab, vocab_file)
+  vocabulary = Vocabulary.from_file(vocab_file)
+  # Byte-level BPE has no casing: do_lower_case (True by default, as the
+  # reference's) does not apply to it.
+  tokenizer = Tokenizer(vocabulary=vocabulary, lower_case=(
+      config.lower_case if vocabulary.has_casing else None))
+  vocab = Vocab(vocabulary, vocab_file)
   # Same seed per (random_seed, shard): independent of process scheduling.
   rng = random.Random(config.random_seed * 1_000_003 + shard)
   np_rng = np.random.default_rng([config.random_seed, shard])
@@ -182,6 +188,16 @@ def create_shard(files: Sequence[str], shard: int, num_shards: int,
       summary.documents += len(documents)
       rng.shuffle(documents)
       for _ in range(config.dupe_factor):
+        if config.sentence_task == "none":
+          # One pass reads the block's documents on, in this pass's order.
+          rng.shuffle(documents)
+          made = create_full_sentence_instances(documents, config, vocab)
+          for first in range(0, len(made), 4096):
+            pending.extend(made[first:first + 4096])
+            encode_pending()
+            if len(buffer) >= config.shuffle_buffer:
+              flush(writer, config.shuffle_buffer // 2)
+          continue
         for index in range(len(documents)):
           pending.extend(create_instances_from_document(documents, index,
                                                         config, vocab, rng))

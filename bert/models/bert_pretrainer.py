@@ -1,4 +1,5 @@
-"""`BertPretrainer`: encoder + masked-LM head + next-sentence head."""
+"""`BertPretrainer`: encoder + masked-LM head (+ the family's sentence head:
+BERT's next sentence, ALBERT's sentence order)."""
 
 from typing import Optional
 
@@ -28,6 +29,10 @@ class BertPretrainer(EncoderModel):
   The masked-LM head is tied to the encoder's word embeddings; `from_config`
   rebuilds the encoder first and ties a new head to it, so the tie survives
   serialisation.
+
+  A family without a sentence task (RoBERTa, DistilBERT, ELECTRA:
+  `config.sentence_task` None) has the masked-LM head alone: no
+  `next_sentence_logits`, and the loss is the masked-LM loss.
   """
 
   extra_inputs = ("masked_lm_positions",)
@@ -45,10 +50,16 @@ class BertPretrainer(EncoderModel):
   def __init__(self, encoder: EncoderScaffold,
                masked_lm: Optional[MaskedLMHead] = None,
                next_sentence: Optional[ClassificationHead] = None, **kwargs):
-    if (masked_lm is None) != (next_sentence is None):
+    config = getattr(encoder, "config", None)
+    sentence = getattr(config, "sentence_task", "nsp") is not None
+    if sentence and (masked_lm is None) != (next_sentence is None):
       raise ValueError("give both masked_lm and next_sentence heads, or neither")
+    if not sentence and next_sentence is not None:
+      raise ValueError(f"a {config.family} encoder has no sentence task: "
+                       "give masked_lm alone")
     if masked_lm is None:
-      masked_lm, next_sentence = build_pretraining_heads(encoder)
+      masked_lm, next_sentence = build_pretraining_heads(
+          encoder, next_sentence=sentence)
     elif masked_lm.embedding_table is not encoder.get_embedding_table():
       raise ValueError("masked_lm must be tied to this encoder's word "
                        "embeddings (embedding_table=encoder.get_embedding_table())")
@@ -56,6 +67,9 @@ class BertPretrainer(EncoderModel):
     super().__init__(encoder, **kwargs)
     self.masked_lm = masked_lm
     self.next_sentence = next_sentence
+    if next_sentence is None:
+      self.stat_names = ("loss", "masked_lm_loss", "masked_lm_accuracy")
+      self.loss_names = ("masked_lm_loss",)
     self._built_with({})
 
   # ---------------------------------------------- Keras training (compile)
@@ -76,9 +90,11 @@ class BertPretrainer(EncoderModel):
   def call(self, inputs, training=None):
     outputs = self._encode(inputs, training)
     sequence = outputs["sequence_output"]                    # [b, s, h]
-    return dict(
+    result = dict(
         masked_lm_logits=self.masked_lm(sequence, inputs["masked_lm_positions"]),
-        next_sentence_logits=per_example(
-            self.next_sentence, outputs["pooled_output"], training),
         sequence_output=sequence,
         pooled_output=outputs["pooled_output"])
+    if self.next_sentence is not None:
+      result["next_sentence_logits"] = per_example(
+          self.next_sentence, outputs["pooled_output"], training)
+    return result

@@ -1,4 +1,5 @@
-"""The pre-training task (masked LM + next sentence).
+"""The pre-training task: masked LM + the family's sentence task (BERT's
+next sentence, ALBERT's sentence order; RoBERTa's masked LM alone).
 
 Its losses and metrics are google-research BERT's (`bert.losses.
 pretraining_stats`). In training, the sums are normalised over the global
@@ -56,6 +57,10 @@ class PretrainingTask(Task):
           raise type(e)(f"PretrainingInputs.{name}: {e}") from None
     encoder = source.load(owner, with_heads=True)
     self.config = encoder.config
+    if self.config.sentence_task is None:
+      # RoBERTa, DistilBERT, ELECTRA: the masked-LM objective alone.
+      self.loss_names = ("masked_lm_loss",)
+      self.stat_names = ("masked_lm_loss", "masked_lm_accuracy")
     self.initial_checkpoint = encoder.checkpoint
     # None where neither EncoderSource nor its checkpoint names them.
     self.vocab_file, self.lower_case = encoder.vocab_file, encoder.lower_case
@@ -85,7 +90,9 @@ class PretrainingTask(Task):
     start = self.build_checkpoint()
     if not start.has_heads:    # the pretrainer makes new ones
       return BertPretrainer(start.encoder)
-    return BertPretrainer(start.encoder, start.masked_lm, start.next_sentence)
+    return BertPretrainer(start.encoder, start.masked_lm,
+                          start.next_sentence
+                          if self.config.sentence_task is not None else None)
 
   def build_inputs(self, input_context, training, start_step=0):
     pipelines = input_context.num_input_pipelines if input_context else 1
@@ -118,11 +125,12 @@ class PretrainingTask(Task):
     return "records of " + ", ".join(files[i] for i in used)
 
   def loss_denominators(self, features):
-    return dict(
-        masked_lm_loss=tf.reduce_sum(tf.cast(features["masked_lm_weights"],
-                                             tf.float32)),
-        next_sentence_loss=tf.reduce_sum(example_weights(
-            features, tf.reshape(features["next_sentence_labels"], [-1]))))
+    dens = dict(masked_lm_loss=tf.reduce_sum(tf.cast(
+        features["masked_lm_weights"], tf.float32)))
+    if "next_sentence_loss" in self.loss_names:
+      dens["next_sentence_loss"] = tf.reduce_sum(example_weights(
+          features, tf.reshape(features["next_sentence_labels"], [-1])))
+    return dens
 
   def compute_stats(self, features, outputs):
     return pretraining_stats(features, outputs)

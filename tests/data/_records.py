@@ -1,10 +1,15 @@
 """Shared by the records tests: the issue's SST-2 task, small pre-training
-shards, manifest edits."""
+shards, manifest edits, pre-training records read back."""
 
+import glob
 import json
 import os
 
+import numpy as np
+import tensorflow as tf
+
 from bert.data import pretraining_shards as ps
+from bert.data import pretraining_records as pr
 from bert.data.pretraining_data import PretrainingDataConfig
 from conftest import shared_data, small_config, vocab
 
@@ -46,3 +51,15 @@ def edit_manifest(folder, edit):
   edit(manifest)
   with open(path, "w", encoding="utf-8") as f:
     json.dump(manifest, f)
+
+
+def read_records(folder, config):
+  spec = pr.feature_spec(config.seq_length, config.max_predictions_per_seq)
+  files = sorted(glob.glob(os.path.join(folder, "*.tfrecord")))
+  ds = tf.data.TFRecordDataset(files).map(
+      lambda x: tf.io.parse_single_example(x, spec)).batch(4096)
+  out = {k: [] for k in spec}
+  for batch in ds:
+    for k in spec:
+      out[k].append(batch[k].numpy())
+  return {k: np.concatenate(v) for k, v in out.items()}

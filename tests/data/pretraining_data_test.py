@@ -11,23 +11,12 @@ from bert.data import pretraining_data as pd
 from bert.data import pretraining_records as pr
 from bert.data import pretraining_shards as ps
 from conftest import shared_data, vocab
+from _records import read_records
 
 
 @pytest.fixture(scope="module")
 def vocab_file():
   return vocab()
-
-
-def read_records(folder, config):
-  spec = pr.feature_spec(config.seq_length, config.max_predictions_per_seq)
-  files = sorted(glob.glob(os.path.join(folder, "*.tfrecord")))
-  ds = tf.data.TFRecordDataset(files).map(
-      lambda x: tf.io.parse_single_example(x, spec)).batch(4096)
-  out = {k: [] for k in spec}
-  for batch in ds:
-    for k in spec:
-      out[k].append(batch[k].numpy())
-  return {k: np.concatenate(v) for k, v in out.items()}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,75 @@
+"""Training a family's vocabulary on raw text: RoBERTa's byte-level BPE
+(Hugging Face `tokenizers`) and ALBERT's SentencePiece unigram model
+(`sentencepiece`), with each family's special tokens at the ids the released
+vocabularies give them. What `bert-train-vocab` runs; the files load with
+`bert.layers.Vocabulary` and with transformers' tokenizers alike."""
+
+import os
+from typing import Sequence
+
+from bert.data.errors import DataError
+from bert.io import atomic_folder
+
+# RoBERTa's specials, in id order (0 .. 4).
+BYTE_PAIR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+# ALBERT's: <pad> 0 and <unk> 1, then these control pieces.
+SENTENCEPIECE_CONTROLS = ("[CLS]", "[SEP]", "[MASK]")
+KINDS = ("byte_pair", "sentencepiece")
+
+
+def train_vocab(kind: str, files: Sequence[str], output_dir: str,
+                vocab_size: int, overwrite: bool = False) -> str:
+  """Trains a `kind` vocabulary of `vocab_size` tokens on the lines of
+  `files` and writes it into `output_dir` (vocab.json and merges.txt, or
+  spiece.model), whole or not at all; returns the vocabulary file."""
+  if kind not in KINDS:
+    raise DataError(f"kind={kind!r}: expected one of {', '.join(KINDS)}")
+  if vocab_size < 300:
+    raise DataError(f"vocab_size={vocab_size}: at least 300 (byte-level BPE "
+                    "starts from 256 byte symbols)")
+  for path in files:
+    if not os.path.isfile(path):
+      raise DataError(f"{path}: no such input file")
+
+  def replaceable(path):
+    # An empty folder, or with `overwrite` one of an earlier vocabulary
+    # (atomic_folder then refuses one holding anything it did not write).
+    if not os.path.isdir(path):
+      return False
+    names = set(os.listdir(path))
+    return not names or (overwrite and bool(
+        names & {"vocab.json", "spiece.model"}))
+
+  with atomic_folder(output_dir, replaceable, "a vocabulary folder",
+                     DataError) as tmp:
+    if kind == "byte_pair":
+      _byte_pair(files, tmp, vocab_size)
+      name = "vocab.json"
+    else:
+      _sentencepiece(files, tmp, vocab_size)
+      name = "spiece.model"
+  return os.path.join(output_dir, name)
+
+
+def _byte_pair(files, folder, vocab_size):
+  from tokenizers import ByteLevelBPETokenizer  # pylint: disable=g-import-not-at-top
+  trainer = ByteLevelBPETokenizer()
+  trainer.train(list(files), vocab_size=vocab_size, min_frequency=2,
+                special_tokens=list(BYTE_PAIR_SPECIALS), show_progress=False)
+  trainer.save_model(folder)
+
+
+def _sentencepiece(files, folder, vocab_size):
+  import sentencepiece  # pylint: disable=g-import-not-at-top
+  try:
+    sentencepiece.SentencePieceTrainer.train(
+        input=list(files), model_prefix=os.path.join(folder, "spiece"),
+        vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1,
+        bos_id=-1, eos_id=-1, control_symbols=list(SENTENCEPIECE_CONTROLS),
+        input_sentence_size=1_000_000, shuffle_input_sentence=False,
+        minloglevel=2)
+  except RuntimeError as e:      # e.g. more pieces asked than the text has
+    reason = str(e).strip().splitlines()[-1].split("] ")[-1]
+    raise DataError(f"vocab_size={vocab_size}: sentencepiece cannot train on "
+                    f"{', '.join(files)}: {reason}") from None
+  os.remove(os.path.join(folder, "spiece.vocab"))

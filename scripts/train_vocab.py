@@ -1,0 +1,48 @@
+"""bert-train-vocab: raw text -> a RoBERTa or ALBERT vocabulary.
+
+  bert-train-vocab --kind=byte_pair --input_file=corpus/*.txt \\
+      --output_dir=vocab/roberta --vocab_size=8000
+  bert-train-vocab --kind=sentencepiece --input_file=corpus/*.txt \\
+      --output_dir=vocab/albert --vocab_size=8000
+
+byte_pair: RoBERTa's byte-level BPE (vocab.json + merges.txt; <s> <pad> </s>
+<unk> <mask> are ids 0-4). sentencepiece: ALBERT's unigram SentencePiece
+(spiece.model; <pad> 0, <unk> 1, [CLS], [SEP], [MASK]). Input: text files,
+one line per sentence or paragraph (globs, commas). The folder is written
+whole; an earlier vocabulary there is replaced only with --overwrite. The
+result is what --vocab_file of bert-create-pretraining-data and
+EncoderSource.vocab_file take.
+"""
+
+from absl import flags
+
+from bert.scripts import _cli
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("kind", None, ["byte_pair", "sentencepiece"],
+                  "byte_pair (RoBERTa) or sentencepiece (ALBERT).")
+flags.DEFINE_string("input_file", None, "Input text files (globs, commas).")
+flags.DEFINE_string("output_dir", None, "Folder for the vocabulary files.")
+flags.DEFINE_integer("vocab_size", 8000, "Tokens in the vocabulary.",
+                     lower_bound=300)
+flags.DEFINE_bool("overwrite", False, "Replace an earlier vocabulary there.")
+flags.mark_flags_as_required(["kind", "input_file", "output_dir"])
+
+
+def main(argv):
+  del argv
+  from bert.data.pretraining_shards import expand_inputs  # pylint: disable=g-import-not-at-top
+  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
+  from bert.layers.vocabulary import Vocabulary  # pylint: disable=g-import-not-at-top
+  path = train_vocab(FLAGS.kind, expand_inputs(FLAGS.input_file),
+                     FLAGS.output_dir, FLAGS.vocab_size, FLAGS.overwrite)
+  vocabulary = Vocabulary.from_file(path)
+  print(f"{path}: {len(vocabulary):,} tokens ({vocabulary.kind})")
+
+
+def run():
+  _cli.run(main, __name__)
+
+
+if __name__ == "__main__":
+  run()
