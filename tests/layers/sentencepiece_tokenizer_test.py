@@ -4,12 +4,16 @@ with `sentencepiece` on WikiText-2 (valid: the shared data holds no train
 split), compared on WikiText-2 test lines, SQuAD dev text, WNUT-17 tokens
 and edge cases. Rows may differ only where two segmentations score the same
 (a Viterbi tie, which tensorflow_text's SentencePiece breaks otherwise);
-each such row is checked to be one."""
+each such row is checked to be one. Offsets (`with_offsets=True`) are
+compared with the reference's `offset_mapping` on SQuAD contexts, WikiText-2
+lines and edge cases."""
 
 import json
 
 import pytest
 import sentencepiece as spm
+import tensorflow as tf
+import tf_keras
 import transformers
 
 from bert.errors import DataError
@@ -19,6 +23,17 @@ from conftest import one_line, shared_data
 EDGES = ["The quick brown fox, 9,9 3.0, ``q'' Café", "hello [MASK] world",
          "a  b\tc\n d", "", " ", "Ünïcödé ÅÄÖ ß", "中文字符", "x\u200by",
          "1,000,000 and 2019, then", "[CLS] a [SEP] b [SEP]", "ﬁ ½ ㎏"]
+# Where offsets are easy to get wrong: whitespace and characters the
+# normalisation removes, expands (ligatures, fractions, full-width, İ) or
+# leaves unknown (CJK, emoji, Hangul), quote pairs, "▁" in the text,
+# specials next to words.
+OFFSET_EDGES = [
+    "  lead", "trail  ", "a\u3000b\u00a0c", "ＡＢＣ１ ｘ", "😀 x😀y", "e\u0301t",
+    "a ▁ b", "a▁b ▁c", "quoted ``x'' ```y''''", "a \x01b", "a\x01 b",
+    "\u1100\u1161\u11a8 x 각", "中a中 文", "ﬁﬁ x½y", "\u00a8a a\u00a8b",
+    "İstanbul ΣΑΣ σας", "[MASK][MASK]", "a[SEP]b", "\t\n", "x\u200b",
+    "\u200bx", "ᄒ", "tab\tand\nnewline\r\nend", "café CAFÉ Straße",
+    "\u2028line\u2029para", "mixed ``quotes'' and \"plain\" 'single'"]
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +118,101 @@ def test_a_file_that_is_not_a_model_is_one_line(tmp_path):
   with pytest.raises(DataError) as e:
     SentencePieceTokenizer(str(tmp_path / "spiece.model"))
   one_line(e, "spiece.model", "SentencePiece")
+
+
+def _char_offsets(text, offsets):
+  """UTF-8 byte offsets into `text` as character offsets."""
+  data = text.encode("utf-8")
+  return [len(data[:b].decode("utf-8")) for b in offsets]
+
+
+def test_offsets_equal_albert_tokenizer(spiece):
+  """Every token's span (bytes -> characters) equals the reference's
+  offset_mapping, and the ids are those without offsets; a row whose ids
+  are a tie apart (allowed as above) keeps its words' starts and last end."""
+  _, reference, ours = spiece
+  with open(shared_data("squad", "dev-v1.1.json"), encoding="utf-8") as f:
+    squad = json.load(f)["data"]
+  contexts = [p["context"] for a in squad for p in a["paragraphs"]]
+  with open(shared_data("corpus", "wikitext-2", "wiki.test.tokens"),
+            encoding="utf-8") as f:
+    wiki = [line.rstrip("\n") for line in f]
+  total = ties = tokens = 0
+  for texts in (EDGES + OFFSET_EDGES, contexts[::4], wiki):
+    want = reference(texts, add_special_tokens=False,
+                     return_offsets_mapping=True)
+    for i in range(0, len(texts), 512):
+      batch = texts[i:i + 512]
+      ids, starts, ends = ours.tokenize(batch, with_offsets=True)
+      assert ids.to_list() == ours.tokenize(batch).to_list()
+      assert starts.dtype == ends.dtype == tf.int64
+      for j, (text, row, b, e) in enumerate(zip(
+          batch, ids.to_list(), starts.to_list(), ends.to_list())):
+        want_ids = want["input_ids"][i + j]
+        want_spans = [tuple(x) for x in want["offset_mapping"][i + j]]
+        got = list(zip(_char_offsets(text, b), _char_offsets(text, e)))
+        total += 1
+        tokens += len(row)
+        if row == want_ids:
+          assert got == want_spans, (text, [
+              (reference.convert_ids_to_tokens(t), g, w)
+              for t, g, w in zip(row, got, want_spans) if g != w][:3])
+          continue
+        ties += 1
+        pieces = reference.convert_ids_to_tokens(row)
+        want_pieces = reference.convert_ids_to_tokens(want_ids)
+        assert ({s for (s, _), t in zip(got, pieces) if t.startswith("▁")}
+                == {s for (s, _), t in zip(want_spans, want_pieces)
+                    if t.startswith("▁")}), text
+        assert got[-1][1] == want_spans[-1][1], text
+  print(f"{total} texts, {tokens} tokens, {ties} ties")
+  assert total > 4800 and tokens > 400000 and ties <= total // 1000
+
+
+def test_offsets_without_lower_casing(spiece):
+  folder, _, _ = spiece
+  texts = EDGES + OFFSET_EDGES + ["The Eiffel Tower, in Paris."]
+  reference = transformers.AlbertTokenizer.from_pretrained(
+      str(folder), do_lower_case=False)
+  ours = SentencePieceTokenizer(str(folder / "spiece.model"),
+                                lower_case=False, tokenize_with_offsets=True)
+  ids, starts, ends = ours(texts)
+  want = reference(texts, add_special_tokens=False,
+                   return_offsets_mapping=True)
+  assert ids.to_list() == want["input_ids"]
+  for text, b, e, spans in zip(texts, starts.to_list(), ends.to_list(),
+                               want["offset_mapping"]):
+    assert list(zip(_char_offsets(text, b), _char_offsets(text, e))) == [
+        tuple(x) for x in spans], text
+
+
+def test_offsets_in_a_graph_and_a_saved_model(spiece, tmp_path):
+  """`call` with tokenize_with_offsets, in a tf.function, saved, and loaded
+  after the Keras session is cleared, gives the eager offsets."""
+  folder, _, ours = spiece
+  tokenizer = SentencePieceTokenizer(str(folder / "spiece.model"),
+                                     tokenize_with_offsets=True)
+  assert SentencePieceTokenizer.from_config(
+      tokenizer.get_config()).tokenize_with_offsets
+
+  class Module(tf.Module):
+
+    def __init__(self):
+      super().__init__()
+      self.tokenizer = tokenizer
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def __call__(self, texts):
+      ids, starts, ends = self.tokenizer(texts)
+      return ids.to_tensor(-1), starts.to_tensor(-1), ends.to_tensor(-1)
+
+  tf.saved_model.save(Module(), str(tmp_path / "sm"))
+  tf_keras.backend.clear_session()
+  loaded = tf.saved_model.load(str(tmp_path / "sm"))
+  texts = ["Hello  world, ``q''", "The [MASK] ﬁ 中文.", "", "a\tb"]
+  got = [x.numpy() for x in loaded(tf.constant(texts))]
+  want = ours.tokenize(texts, with_offsets=True)
+  assert sum(len(row) for row in want[0].to_list()) > 10
+  for out, ragged in zip(got, want):
+    assert [[v for v in row if v >= 0] for row in out.tolist()] == (
+        ragged.to_list())

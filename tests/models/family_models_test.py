@@ -97,8 +97,6 @@ def test_tagger(family, tmp_path):
 
 def test_span_labeler(family, tmp_path):
   name, folder = family
-  if name == "albert":
-    pytest.skip("ALBERT's SentencePiece has no offsets yet (issue 45)")
   examples = read_squad(shared_data("squad", "dev-v1.1.json"))[:6]
   x = ([e.question for e in examples], [e.context for e in examples])
   y = [e.answers[0] for e in examples]
