@@ -34,19 +34,26 @@ def compile_fast(model):
   model.compile(optimizer=tf_keras.optimizers.Adam(1e-3))
 
 
-# RoBERTa and ALBERT (their own tokenizers and templates) run by default;
-# the WordPiece families, whose preprocessing is BERT's, in the slow tier.
-PARAMS = [f if f in ("roberta", "albert") else
-          pytest.param(f, marks=pytest.mark.slow) for f in FAMILIES]
+# Each test runs by default on one of RoBERTa and ALBERT (their own
+# tokenizers and templates), the other family and the WordPiece families
+# (whose preprocessing is BERT's) in the slow tier: the default suite's time.
+DEFAULT = dict(classifier="roberta", tagger="albert", span_labeler="albert",
+               multiple_choice="roberta", embedder="albert")
 
 
-@pytest.fixture(scope="module", params=PARAMS)
-def family(request, family_root):
-  return request.param, family_folder(request.param, family_root)
+def families(test):
+  return [f if f == DEFAULT[test] else pytest.param(f, marks=pytest.mark.slow)
+          for f in FAMILIES]
 
 
-def test_classifier(family, family_root, tmp_path):
-  name, folder = family
+@pytest.fixture(scope="module")
+def folders(family_root):
+  return lambda name: family_folder(name, family_root)
+
+
+@pytest.mark.parametrize("name", families("classifier"))
+def test_classifier(name, folders, family_root, tmp_path):
+  folder = folders(name)
   a, b, y = mrpc(16)
   tf_keras.utils.set_random_seed(1)
   model = BertClassifier.from_pretrained(folder, num_classes=2, seq_length=64)
@@ -74,8 +81,9 @@ def test_classifier(family, family_root, tmp_path):
                              atol=1e-5)
 
 
-def test_tagger(family, tmp_path):
-  name, folder = family
+@pytest.mark.parametrize("name", families("tagger"))
+def test_tagger(name, folders, tmp_path):
+  folder = folders(name)
   sentences = ner_data.read_conll(shared_data("ner", "wnut17",
                                               "wnut17train.conll"))[:16]
   labels = ner_data.label_list(sentences)
@@ -95,8 +103,9 @@ def test_tagger(family, tmp_path):
     assert [t.decode() for t in row[:len(want)]] == want
 
 
-def test_span_labeler(family, tmp_path):
-  name, folder = family
+@pytest.mark.parametrize("name", families("span_labeler"))
+def test_span_labeler(name, folders, tmp_path):
+  folder = folders(name)
   examples = read_squad(shared_data("squad", "dev-v1.1.json"))[:6]
   x = ([e.question for e in examples], [e.context for e in examples])
   y = [e.answers[0] for e in examples]
@@ -116,8 +125,9 @@ def test_span_labeler(family, tmp_path):
   assert [a.decode() for a in served["answer"].numpy()] == list(got["answers"])
 
 
-def test_multiple_choice(family, tmp_path):
-  name, folder = family
+@pytest.mark.parametrize("name", families("multiple_choice"))
+def test_multiple_choice(name, folders, tmp_path):
+  folder = folders(name)
   a, b, _ = mrpc(8)
   endings = [[b[i], b[(i + 3) % 8], b[(i + 5) % 8]] for i in range(8)]
   y = np.zeros(8, np.int32)
@@ -130,8 +140,9 @@ def test_multiple_choice(family, tmp_path):
   assert got["probabilities"].shape == (4, 3)
 
 
-def test_embedder(family, tmp_path):
-  name, folder = family
+@pytest.mark.parametrize("name", families("embedder"))
+def test_embedder(name, folders, tmp_path):
+  folder = folders(name)
   a, _, _ = mrpc(8)
   model = BertTextEmbedder.from_pretrained(folder, pooling="mean",
                                            seq_length=64)
