@@ -63,3 +63,34 @@ def read_records(folder, config):
     for k in spec:
       out[k].append(batch[k].numpy())
   return {k: np.concatenate(v) for k, v in out.items()}
+
+
+def whole_words_checked(records, special, continuation) -> int:
+  """Checks whole-word masking on pre-training records: each word (a piece
+  and the continuation pieces after it, the `special` ids skipped, so a
+  piece left at the start of segment B by truncation joins A's last word,
+  as the reference groups them) is masked whole or not at all. Returns how
+  many words of more than one piece were masked."""
+  checked = 0
+  for ids, length, positions, labels, weights in zip(
+      records["input_ids"], records["input_mask"].sum(1),
+      records["masked_lm_positions"], records["masked_lm_ids"],
+      records["masked_lm_weights"]):
+    original = ids.copy()
+    real = weights > 0
+    original[positions[real]] = labels[real]
+    masked = np.zeros(len(ids), bool)
+    masked[positions[real]] = True
+    words = []
+    for i in range(int(length)):
+      if original[i] in special:
+        continue
+      if words and continuation[original[i]]:
+        words[-1].append(i)
+      else:
+        words.append([i])
+    for word in words:
+      if len(word) > 1:
+        assert masked[word].all() or not masked[word].any(), word
+        checked += masked[word].any()
+  return checked

@@ -18,7 +18,7 @@ from bert.data.vocab_training import train_vocab
 from bert.layers.vocabulary import Vocabulary
 from conftest import one_line, shared_data
 from family import tokenizer_folder
-from _records import read_records
+from _records import read_records, whole_words_checked
 
 
 class FakeVocab:
@@ -141,30 +141,11 @@ def test_family_records_and_masking(family, family_root, tmp_path):
     assert not records["segment_ids"].any()
   else:
     assert 0.3 < records["next_sentence_labels"].mean() < 0.7
-  words_checked = 0
-  for row, positions, labels, weights in zip(
-      ids, records["masked_lm_positions"], records["masked_lm_ids"],
-      records["masked_lm_weights"]):
-    original = row.copy()
-    real = weights > 0
-    original[positions[real]] = labels[real]
-    masked = np.zeros(len(row), bool)
-    masked[positions[real]] = True
-    # Masked tokens are [MASK]/<mask> 80% of the time, never a special.
-    assert vocab.cls not in labels[real] and vocab.sep not in labels[real]
-    words = []
-    for i in range(1, int(mask[0].sum()) - 1):
-      if original[i] in (vocab.cls, vocab.sep):
-        continue
-      if words and vocab.is_continuation[original[i]]:
-        words[-1].append(i)
-      else:
-        words.append([i])
-    for word in words:
-      if len(word) > 1:
-        assert masked[word].all() or not masked[word].any()
-        words_checked += masked[word].any()
-  assert words_checked > 100
+  real = records["masked_lm_weights"] > 0
+  # Never a special token masked; words of the family masked whole.
+  assert not np.isin(records["masked_lm_ids"][real], [vocab.cls, vocab.sep]).any()
+  assert whole_words_checked(records, (vocab.cls, vocab.sep),
+                             vocab.is_continuation) > 100
   replaced = (ids == vocab.mask)[np.where(records["masked_lm_weights"] > 0,
                                           True, False).any(1)]
   assert replaced.sum() > 0

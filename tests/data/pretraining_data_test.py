@@ -11,7 +11,7 @@ from bert.data import pretraining_data as pd
 from bert.data import pretraining_records as pr
 from bert.data import pretraining_shards as ps
 from conftest import shared_data, vocab
-from _records import read_records
+from _records import read_records, whole_words_checked
 
 
 @pytest.fixture(scope="module")
@@ -84,31 +84,7 @@ def test_whole_word_masking_masks_whole_words(tmp_path, vocab_file):
       str(tmp_path), vocab_file, config, log=lambda *_: None)
   records = read_records(str(tmp_path), config)
   continuation = np.array([t.startswith("##") for t in vocab])
-  words_checked = 0
-  for ids, positions, labels, weights in zip(
-      records["input_ids"], records["masked_lm_positions"],
-      records["masked_lm_ids"], records["masked_lm_weights"]):
-    original = ids.copy()
-    real = weights > 0
-    original[positions[real]] = labels[real]
-    masked = np.zeros(len(ids), bool)
-    masked[positions[real]] = True
-    # Words as the reference groups them: a "##" piece joins the word of
-    # the previous non-special token ([CLS]/[SEP] are skipped, so a piece
-    # left at the start of segment B by truncation joins A's last word).
-    words = []
-    for i in range(int((ids > 0).sum())):
-      if original[i] in (101, 102):
-        continue
-      if words and continuation[original[i]]:
-        words[-1].append(i)
-      else:
-        words.append([i])
-    for word in words:
-      if len(word) > 1:
-        assert masked[word].all() or not masked[word].any()
-        words_checked += masked[word].any()
-  assert words_checked > 100
+  assert whole_words_checked(records, (101, 102), continuation) > 100
 
 
 def test_deterministic_for_seed_and_shards(tmp_path, vocab_file):
