@@ -47,6 +47,7 @@ from bert.config import BertConfig
 from bert.untrusted import first_line
 from bert.validation import renamed_keywords
 from bert.layers.classification_head import ClassificationHead
+from bert.layers.discriminator_head import DiscriminatorHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.networks.bert_encoder import BertEncoder
@@ -55,8 +56,8 @@ FORMATS = ("tf2", "tf1", "model_garden", "hf", "tfhub", "keras_hub", "run")
 WRITABLE_FORMATS = ("tf2", "tf1", "model_garden", "hf")
 __all__ = ["BertCheckpoint", "CheckedCheckpoint", "FORMATS", "WRITABLE_FORMATS",
            "METADATA_FILE", "GOOGLE_CONFIG", "HF_CONFIG", "VOCAB_FILE",
-           "RUN_CONFIG", "build", "build_pretraining_heads", "detect_format",
-           "load", "read"]
+           "RUN_CONFIG", "build", "build_discriminator_head",
+           "build_pretraining_heads", "detect_format", "load", "read"]
 
 
 @dataclasses.dataclass
@@ -64,7 +65,8 @@ class BertCheckpoint:
   """A loaded checkpoint: the config, the encoder with weights, and what is
   known about its tokenizer; with `with_heads=True` also the pre-training
   heads (`masked_lm` tied to the encoder's word embeddings, `next_sentence`)
-  when the checkpoint has them."""
+  when the checkpoint has them, and an ELECTRA discriminator's head
+  (`discriminator`, ElectraForPreTraining) when it has that."""
   config: BertConfig
   encoder: BertEncoder
   vocab_file: Optional[str] = None
@@ -72,6 +74,9 @@ class BertCheckpoint:
   masked_lm: Optional[MaskedLMHead] = None
   next_sentence: Optional[ClassificationHead] = None
   format: Optional[str] = None
+  # ELECTRA's replaced-token detection head (the released discriminators);
+  # None for every other checkpoint.
+  discriminator: Optional[DiscriminatorHead] = None
   ignored_variables: List[str] = dataclasses.field(default_factory=list)
   # The folder it was read from (a preset: where it is cached); None when
   # built otherwise. A sentence-transformers layout is read from it.
@@ -128,6 +133,9 @@ class CheckedCheckpoint:
   has_heads: bool      # `arrays` hold pre-training heads
   arrays: Optional[dict] = dataclasses.field(default=None, repr=False)
   source: Optional[str] = None   # the file `arrays` came from, for errors
+  # `arrays` hold ELECTRA's discriminator head (built when heads are asked
+  # for, whether or not the masked-LM head is there too).
+  has_discriminator: bool = False
 
 
 def read(path: str, *, with_heads: bool = False,
@@ -143,7 +151,9 @@ def read(path: str, *, with_heads: bool = False,
     return CheckedCheckpoint(
         folder, fmt, ckpt.config, ckpt.vocab_file, ckpt.lower_case,
         with_heads, ckpt.has_heads, source=folder,
-        arrays=mapping.to_tf1(ckpt.encoder, ckpt.masked_lm, ckpt.next_sentence))
+        arrays=mapping.to_tf1(ckpt.encoder, ckpt.masked_lm, ckpt.next_sentence,
+                              ckpt.discriminator),
+        has_discriminator=ckpt.discriminator is not None)
   return _read(folder, fmt, with_heads, preprocessing)
 
 
@@ -169,10 +179,26 @@ def build(checked: CheckedCheckpoint, *,
     result.masked_lm, result.next_sentence = build_pretraining_heads(
         encoder, next_sentence=sentence_head(checked.format, config,
                                              checked.arrays))
+  if checked.with_heads and checked.has_discriminator:
+    result.discriminator = build_discriminator_head(encoder)
   result.ignored_variables = mapping.assign_from_tf1(
       checked.arrays, encoder, result.masked_lm, result.next_sentence,
-      source=checked.source, ignore_heads=not heads)
+      source=checked.source,
+      ignore_heads=not (heads or result.discriminator is not None),
+      discriminator=result.discriminator)
   return result
+
+
+def build_discriminator_head(encoder) -> DiscriminatorHead:
+  """ELECTRA's discriminator head for `encoder`, built (the encoder config's
+  activation and initializer), as the loaders and the ELECTRA pre-training
+  model make it."""
+  config = encoder.config
+  head = DiscriminatorHead(activation=config.hidden_act,
+                           initializer_range=config.initializer_range,
+                           name="discriminator")
+  head(tf.zeros([1, 1, config.hidden_size]))
+  return head
 
 
 def _locate(path, format, preprocessing):
@@ -194,17 +220,22 @@ def _read(folder, fmt, with_heads, preprocessing) -> CheckedCheckpoint:
       folder, fmt, preprocessing)
   if vocab_file is not None:
     _check_vocab(vocab_file, config)
-  # The masked-LM head makes a checkpoint one with pre-training heads
-  # (ELECTRA's discriminator head alone does not: it is not built here).
+  # The masked-LM head makes a checkpoint one with pre-training heads;
+  # ELECTRA's discriminator head (ElectraForPreTraining) is told apart: a
+  # generator (ElectraForMaskedLM) has the former, a discriminator the latter.
   has_heads = arrays is not None and any(
       n.startswith(mapping.HEAD_PREFIX + "predictions/") for n in arrays)
+  has_discriminator = arrays is not None and any(
+      n.startswith(mapping.DISCRIMINATOR_PREFIX) for n in arrays)
   # Config and weights are compared before anything is built: a config that
   # does not fit (say max_position_embeddings=1e12) is one line naming both,
   # not an allocation that fails deep inside TensorFlow.
   check_before_building(folder, fmt, config, arrays, with_heads and has_heads,
-                        source)
+                        source,
+                        discriminator=with_heads and has_discriminator)
   return CheckedCheckpoint(folder, fmt, config, vocab_file, lower_case,
-                           with_heads, has_heads, arrays, source)
+                           with_heads, has_heads, arrays, source,
+                           has_discriminator)
 
 
 def _tf2_objects(result):
@@ -213,6 +244,8 @@ def _tf2_objects(result):
     objects.update(masked_lm=result.masked_lm)
   if result.next_sentence is not None:
     objects.update(next_sentence=result.next_sentence)
+  if result.discriminator is not None:
+    objects.update(discriminator=result.discriminator)
   return objects
 
 
@@ -225,6 +258,8 @@ def _load_tf2(folder, result, with_heads):
     result.masked_lm, result.next_sentence = build_pretraining_heads(
         result.encoder, next_sentence=meta.get(
             "has_sentence_head", result.config.sentence_task is not None))
+  if meta.get("has_discriminator"):
+    result.discriminator = build_discriminator_head(result.encoder)
   mismatch = (AssertionError, ValueError, tf.errors.InvalidArgumentError)
   try:
     # A file that cannot be read is named as such; one that reads but does
@@ -238,9 +273,11 @@ def _load_tf2(folder, result, with_heads):
     raise CheckpointMismatchError(
         f"{prefix}: does not match the model of {GOOGLE_CONFIG}: "
         f"{first_line(e)}") from e
-  if meta.get("has_heads") and not with_heads:
-    result.masked_lm = result.next_sentence = None
-    result.ignored_variables = ["masked_lm", "next_sentence"]
+  if not with_heads:
+    result.ignored_variables = (
+        ["masked_lm", "next_sentence"] if meta.get("has_heads") else []) + (
+            ["discriminator"] if result.discriminator is not None else [])
+    result.masked_lm = result.next_sentence = result.discriminator = None
 
 
 def _load_run(folder, with_heads):

@@ -19,7 +19,12 @@ Names, for layer i (google-research `modeling.py` / `run_pretraining.py`):
   cls/predictions/transform/LayerNorm/{gamma,beta}
   cls/predictions/output_bias
   cls/seq_relationship/{output_weights,output_bias}
+  cls/discriminator_predictions/dense/{kernel,bias}         (ELECTRA)
+  cls/discriminator_predictions/dense_1/{kernel,bias}
 Kernels are [in, out]; `cls/seq_relationship/output_weights` is [2, hidden].
+ELECTRA's discriminator head (google-research ELECTRA names it
+`discriminator_predictions/dense` and `.../dense_1`) sits under `cls/` with
+the other heads, so every format keeps all heads in one namespace.
 
 The BERT family uses the same names (`BertConfig.family`): a model without a
 token-type table or pooler has no such names, and when layers share blocks
@@ -37,6 +42,7 @@ from bert.checkpoints.errors import CheckpointMismatchError
 from bert.config import BertConfig
 
 HEAD_PREFIX = "cls/"
+DISCRIMINATOR_PREFIX = HEAD_PREFIX + "discriminator_predictions/"
 
 # Source names that carry no model weights: optimizer state and counters.
 _IGNORABLE = re.compile(
@@ -75,8 +81,10 @@ class WeightSpec:
     return value.T if self.transpose else value
 
 
-def weight_specs(encoder, masked_lm=None, next_sentence=None) -> List[WeightSpec]:
-  """The TF1 name of every weight of `encoder` and the optional heads."""
+def weight_specs(encoder, masked_lm=None, next_sentence=None,
+                 discriminator=None) -> List[WeightSpec]:
+  """The TF1 name of every weight of `encoder` and the optional heads
+  (`discriminator`: ELECTRA's `DiscriminatorHead`)."""
   hidden = encoder.config.hidden_size
   emb = encoder.embedding_layer
   specs = [WeightSpec("bert/embeddings/word_embeddings", emb.word_embeddings)]
@@ -119,6 +127,9 @@ def weight_specs(encoder, masked_lm=None, next_sentence=None) -> List[WeightSpec
                    next_sentence.out.kernel, transpose=True),
         WeightSpec("cls/seq_relationship/output_bias", next_sentence.out.bias),
     ]
+  if discriminator is not None:
+    specs += _dense(DISCRIMINATOR_PREFIX + "dense", discriminator.dense)
+    specs += _dense(DISCRIMINATOR_PREFIX + "dense_1", discriminator.prediction)
   return specs
 
 
@@ -132,17 +143,20 @@ def _norm(prefix, layer):
           WeightSpec(prefix + "/beta", layer.beta)]
 
 
-def to_tf1(encoder, masked_lm=None, next_sentence=None) -> Dict[str, np.ndarray]:
+def to_tf1(encoder, masked_lm=None, next_sentence=None,
+           discriminator=None) -> Dict[str, np.ndarray]:
   """Our weights as {TF1 name: array}."""
   return {s.name: s.read()
-          for s in weight_specs(encoder, masked_lm, next_sentence)}
+          for s in weight_specs(encoder, masked_lm, next_sentence,
+                                discriminator)}
 
 
 Shape = Tuple[int, ...]
 
 
 def expected_shapes(config: BertConfig, masked_lm: bool = False,
-                    next_sentence: bool = False) -> Dict[str, Shape]:
+                    next_sentence: bool = False,
+                    discriminator: bool = False) -> Dict[str, Shape]:
   """{TF1 name: shape} of every weight of a model of `config` (with the
   heads asked for), computed from the config alone: what `weight_specs`
   gives for the built model (a test keeps the two equal), known before a
@@ -180,6 +194,9 @@ def expected_shapes(config: BertConfig, masked_lm: bool = False,
   if next_sentence:
     shapes["cls/seq_relationship/output_weights"] = (2, h)
     shapes["cls/seq_relationship/output_bias"] = (2,)
+  if discriminator:
+    shapes.update(_dense_shapes(DISCRIMINATOR_PREFIX + "dense", h, h))
+    shapes.update(_dense_shapes(DISCRIMINATOR_PREFIX + "dense_1", h, 1))
   return shapes
 
 
@@ -259,12 +276,13 @@ def check_size(config: BertConfig, stored: int, source: str,
 
 def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
                     next_sentence=None, source: str = "checkpoint",
-                    ignore_heads: bool = False) -> List[str]:
+                    ignore_heads: bool = False,
+                    discriminator=None) -> List[str]:
   """Assigns {TF1 name: array} to our weights, strictly (`check_arrays`
   against the built model's own shapes). Returns the sorted names that were
   ignored. Raises CheckpointMismatchError naming every problem.
   """
-  specs = weight_specs(encoder, masked_lm, next_sentence)
+  specs = weight_specs(encoder, masked_lm, next_sentence, discriminator)
   ignored = check_arrays({s.name: s.expected_shape() for s in specs}, arrays,
                          source, ignore_heads)
 

@@ -169,8 +169,11 @@ def _config_file(folder, fmt) -> Optional[str]:
   return os.path.join(folder, GOOGLE_CONFIG)
 
 
-def check_before_building(folder, fmt, config, arrays, heads, source):
+def check_before_building(folder, fmt, config, arrays, heads, source,
+                          discriminator=False):
   """The weights' shapes and dtypes against `config` (`mapping.check_arrays`),
+  with the pre-training heads when `heads`, ELECTRA's discriminator head when
+  `discriminator` (the other heads' weights are then ignored),
   or for our own format, which has no TF1 names, the number of values the
   config needs against the number stored (`mapping.check_size`) and every
   value readable."""
@@ -191,8 +194,10 @@ def check_before_building(folder, fmt, config, arrays, heads, source):
   mapping.check_arrays(
       mapping.expected_shapes(config, masked_lm=heads,
                               next_sentence=heads and sentence_head(
-                                  fmt, config, arrays)),
-      arrays, source, ignore_heads=not heads, config_file=config_file)
+                                  fmt, config, arrays),
+                              discriminator=discriminator),
+      arrays, source, ignore_heads=not (heads or discriminator),
+      config_file=config_file)
 
 
 def sentence_head(fmt: str, config: BertConfig, arrays) -> bool:

@@ -34,7 +34,9 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   "model_garden" (`tf.train.Checkpoint(encoder=...)` that
   `tfm.nlp.networks.BertEncoder` restores, + bert_config.json). The
   pre-training heads are written when `obj` has them, except to
-  "model_garden", whose heads have another design (a warning says so). The
+  "model_garden", whose heads have another design (a warning says so); so is
+  an ELECTRA discriminator's head (`obj.discriminator`: to "hf" as
+  ElectraForPreTraining, which holds no masked-LM head beside it). The
   write is atomic: a temp folder beside `path` is filled and then renamed, so
   an interrupted save never leaves a half-written checkpoint where a good one
   was.
@@ -61,6 +63,14 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
   if obj.next_sentence is not None and obj.config.sentence_task is None:
     raise CheckpointError(f"save: a {obj.config.family} model has no sentence "
                           "head (next_sentence); BERT and ALBERT do")
+  if obj.discriminator is not None and obj.config.family != "electra":
+    raise CheckpointError(f"save: a discriminator head is ELECTRA's; this is "
+                          f"a {obj.config.family} encoder")
+  if (format == "hf" and obj.discriminator is not None
+      and obj.masked_lm is not None):
+    raise CheckpointError("save: a Hugging Face ELECTRA folder holds either "
+                          "the discriminator head (ElectraForPreTraining) or "
+                          "the masked-LM head (ElectraForMaskedLM), not both")
   if obj.masked_lm is not None and obj.masked_lm.embedding_table is None:
     raise CheckpointError("save: the masked-LM head is not tied to the word "
                           "embeddings; BERT checkpoint formats store only tied "
@@ -70,7 +80,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
     logging.warning(
         "hidden_act=%r is not understood by google-research modeling.py; the "
         "TF1 checkpoint loads here but not there", obj.config.hidden_act)
-  if format == "model_garden" and obj.masked_lm is not None:
+  if format == "model_garden" and (obj.masked_lm is not None
+                                   or obj.discriminator is not None):
     logging.warning(
         "Model Garden checkpoints hold the encoder only here: its pre-training "
         "heads differ from BERT's (a next-sentence head with its own pooler), "
@@ -89,6 +100,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         checkpoint=_TF2_PREFIX,
         has_heads=obj.masked_lm is not None and format != "model_garden",
         has_sentence_head=obj.next_sentence is not None,
+        has_discriminator=(obj.discriminator is not None
+                           and format != "model_garden"),
         do_lower_case=lower_case))
     if format == "tf2":
       tf.train.Checkpoint(**_tf2_objects(obj)).write(os.path.join(tmp, _TF2_PREFIX))
@@ -99,7 +112,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
                          os.path.join(tmp, tf1.DEFAULT_PREFIX))
       obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
     else:
-      arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence)
+      arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence,
+                              obj.discriminator)
       if format == "tf1":
         tf1.write_arrays(arrays, os.path.join(tmp, tf1.DEFAULT_PREFIX))
         obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
@@ -109,6 +123,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
         hf_config = obj.config.to_hf_dict()
         if obj.masked_lm is not None:
           hf_config["architectures"] = [_HF_PRETRAINING[family]]
+        if obj.discriminator is not None:
+          hf_config["architectures"] = ["ElectraForPreTraining"]
         _write_json(os.path.join(tmp, HF_CONFIG), hf_config)
         if vocabulary is not None or lower_case is not None:
           _write_json(os.path.join(tmp, "tokenizer_config.json"),

@@ -6,6 +6,7 @@ from bert.layers.bert_pack_inputs import BertPackInputs
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.byte_pair_tokenizer import BytePairTokenizer
 from bert.layers.classification_head import ClassificationHead
+from bert.layers.discriminator_head import DiscriminatorHead
 from bert.layers.dropout import Dropout
 from bert.layers.fused_self_attention import FusedSelfAttention
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
@@ -18,7 +19,8 @@ from bert.layers.vocabulary import Vocabulary
 
 __all__ = [
     "BertEmbedding", "BertPackInputs", "BertTokenizer", "BytePairTokenizer",
-    "ClassificationHead", "Dropout", "FusedSelfAttention", "MaskedLMHead",
+    "ClassificationHead", "DiscriminatorHead", "Dropout", "FusedSelfAttention",
+    "MaskedLMHead",
     "SelfAttentionMask", "SentencePieceTokenizer", "SentencePooling",
     "SpanHead", "TransformerEncoderBlock", "Vocabulary", "gather_positions",
     "gelu", "gelu_exact", "get_activation",

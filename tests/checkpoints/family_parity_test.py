@@ -2,9 +2,12 @@
 randomly initialised RoBERTa, ALBERT, DistilBERT and ELECTRA models saved
 with `save_pretrained`, read by `bert.checkpoints.load`, give the same
 sequence output, pooled output (where the family has a pooler), masked-LM
-logits and ALBERT sentence-order logits, with padding and two segments where
-the family has token types; and ours written back as a Hugging Face folder
-loads in transformers and agrees."""
+logits, ALBERT sentence-order logits and ELECTRA discriminator logits
+(ElectraForPreTraining), with padding and two segments where the family has
+token types; and ours written back as a Hugging Face folder loads in
+transformers and agrees."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -105,6 +108,8 @@ def check_family(family, shape, tmp_path):
   model.save_pretrained(folder)
   ckpt = checkpoints.load(folder, with_heads=True)
   assert ckpt.config.family == family
+  # A generator (ElectraForMaskedLM) is no discriminator.
+  assert ckpt.discriminator is None
   for field, value in EXPECTED[family].items():
     assert getattr(ckpt.config, field) == value, field
   x = inputs(family, shape["vocab_size"], model.config.pad_token_id or 0)
@@ -215,14 +220,15 @@ def test_family_configs_round_trip_through_both_file_formats(family):
 
 
 def test_an_electra_discriminator_loads_its_encoder(tmp_path):
-  """ElectraForPreTraining (the released discriminators): the encoder
-  agrees with transformers; its discriminator head is listed as ignored."""
+  """ElectraForPreTraining (the released discriminators) without heads:
+  the encoder agrees with transformers; its discriminator head is listed as
+  ignored."""
   torch.manual_seed(0)
   model = transformers.ElectraForPreTraining(
       transformers.ElectraConfig(**SMALL, embedding_size=16)).eval()
   model.save_pretrained(str(tmp_path / "disc"))
-  ckpt = checkpoints.load(str(tmp_path / "disc"), with_heads=True)
-  assert ckpt.masked_lm is None
+  ckpt = checkpoints.load(str(tmp_path / "disc"))
+  assert ckpt.masked_lm is None and ckpt.discriminator is None
   assert "cls/discriminator_predictions/dense_1/kernel" in ckpt.ignored_variables
   x = inputs("electra", SMALL["vocab_size"], 0)
   with torch.no_grad():
@@ -264,3 +270,102 @@ def test_bad_family_configs_are_one_line():
         model_type="distilbert", vocab_size=10, dim=8, n_layers=1, n_heads=2,
         hidden_dim=16, max_position_embeddings=8, sinusoidal_pos_embds=True))
   one_line(e, "sinusoidal_pos_embds")
+
+
+# ----------------------------------------------- ELECTRA's discriminator
+def electra_discriminator(shape, embedding_size):
+  """A random transformers ElectraForPreTraining, its LayerNorm and bias
+  values moved off their initial 1 and 0 (as `family.hf_model`)."""
+  torch.manual_seed(0)
+  model = transformers.ElectraForPreTraining(transformers.ElectraConfig(
+      **shape, embedding_size=embedding_size)).eval()
+  with torch.no_grad():
+    for name, p in model.named_parameters():
+      if name.endswith("bias") or "LayerNorm" in name:
+        p.add_(torch.randn_like(p) * 0.1)
+  return model
+
+
+def discriminator_logits(model, x):
+  """transformers' discriminator logits [batch, seq]."""
+  with torch.no_grad():
+    return model(
+        input_ids=torch.tensor(x["input_word_ids"], dtype=torch.long),
+        attention_mask=torch.tensor(x["input_mask"], dtype=torch.long),
+        token_type_ids=torch.tensor(x["input_type_ids"], dtype=torch.long)
+    ).logits.numpy()
+
+
+def ours_discriminator(ckpt, x):
+  return ckpt.discriminator(ckpt.encoder(x)["sequence_output"]).numpy()
+
+
+def assert_logits_agree(ours, theirs, mask, what):
+  assert ours.shape == theirs.shape, what
+  diff = np.abs(ours - theirs)[mask.astype(bool)].max()
+  assert diff <= TOL, f"{what}: max abs diff {diff:.2e}"
+
+
+def check_discriminator(shape, embedding_size, tmp_path):
+  model = electra_discriminator(shape, embedding_size)
+  folder = str(tmp_path / "disc_hf")
+  model.save_pretrained(folder)
+  ckpt = checkpoints.load(folder, with_heads=True)
+  assert ckpt.config.family == "electra"
+  assert ckpt.discriminator is not None and ckpt.masked_lm is None
+  assert not ckpt.ignored_variables
+  x = inputs("electra", shape["vocab_size"], 0)
+  assert x["input_type_ids"].max() == 1 and x["input_mask"].min() == 0
+  ours = ours_discriminator(ckpt, x)
+  assert ours.dtype == np.float32
+  assert_logits_agree(ours, discriminator_logits(model, x), x["input_mask"],
+                      "discriminator read")
+  # Ours -> a Hugging Face folder -> transformers' ElectraForPreTraining.
+  out = str(tmp_path / "disc_ours")
+  checkpoints.save(ckpt, out, format="hf")
+  import json  # pylint: disable=g-import-not-at-top
+  with open(f"{out}/config.json") as f:
+    assert json.load(f)["architectures"] == ["ElectraForPreTraining"]
+  again = transformers.ElectraForPreTraining.from_pretrained(out).eval()
+  assert_logits_agree(ours, discriminator_logits(again, x), x["input_mask"],
+                      "discriminator written")
+  # Our own formats keep the head too.
+  for fmt in ("tf2", "tf1", "hf"):
+    path = str(tmp_path / f"disc_{fmt}_back")
+    checkpoints.save(ckpt, path, format=fmt)
+    back = checkpoints.load(path, with_heads=True)
+    # (Our config files leave out an embedding_size equal to hidden_size.)
+    assert dataclasses.replace(back.config, embedding_size=None) == \
+        dataclasses.replace(ckpt.config, embedding_size=None), fmt
+    assert back.config.embedding_width == ckpt.config.embedding_width, fmt
+    assert back.discriminator is not None, fmt
+    np.testing.assert_allclose(ours_discriminator(back, x), ours, rtol=0,
+                               atol=1e-6, err_msg=fmt)
+    # Without heads, the head is left out and named.
+    bare = checkpoints.load(path)
+    assert bare.discriminator is None, fmt
+    assert any("discriminator" in n for n in bare.ignored_variables), fmt
+
+
+def test_small_electra_discriminator_equals_transformers_both_ways(tmp_path):
+  check_discriminator(SMALL, 16, tmp_path)
+
+
+@pytest.mark.slow
+def test_base_sized_electra_discriminator_equals_transformers(tmp_path):
+  check_discriminator(dict(BASE, max_position_embeddings=512), 768, tmp_path)
+
+
+def test_a_discriminator_and_a_masked_lm_head_make_no_hf_folder(tmp_path):
+  """transformers has no ELECTRA class with both heads: a one-line error,
+  nothing written."""
+  from bert.checkpoints.errors import CheckpointError  # pylint: disable=g-import-not-at-top
+  model = electra_discriminator(SMALL, 16)
+  model.save_pretrained(str(tmp_path / "disc"))
+  ckpt = checkpoints.load(str(tmp_path / "disc"), with_heads=True)
+  ckpt.masked_lm, _ = checkpoints.build_pretraining_heads(
+      ckpt.encoder, next_sentence=False)
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.save(ckpt, str(tmp_path / "both"), format="hf")
+  one_line(e, "ElectraForPreTraining", "ElectraForMaskedLM")
+  assert not (tmp_path / "both").exists()
