@@ -14,7 +14,7 @@ from bert.tasks import PretrainingTask  # registers the tasks with gin
 from bert.models.embedding_objective import default_recipe
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.tasks import build_task
-from conftest import REPO_ROOT, minilm_dir
+from conftest import REPO_ROOT, minilm_dir, shared_data
 
 # gin's global config is cleared around each test (conftest's `clean_gin`).
 pytestmark = pytest.mark.usefixtures("clean_gin")
@@ -52,8 +52,21 @@ def test_pretraining_config_per_preset(size):
   assert opt.learning_rate == expected_lr
 
 
+# The family configs' vocabularies (their vocab_size is the trained one's).
+FAMILY_VOCABULARIES = {"pretrain_roberta_tiny_wikitext2.gin": "byte_pair",
+                       "pretrain_albert_tiny_wikitext2.gin": "sentencepiece"}
+
+
+def family_vocab_file(kind, folder):
+  """The vocabulary a family config's run trains (docs/bert-family.md)."""
+  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
+  return train_vocab(kind, [shared_data("corpus", "wikitext-2",
+                                        "wiki.valid.sentences.txt")],
+                     os.path.join(folder, kind), 6000)
+
+
 @pytest.mark.heavy
-def test_every_bundled_config_parses():
+def test_every_bundled_config_parses(tmp_path):
   names = sorted(os.path.basename(p) for p in glob.glob(os.path.join(CONFIG_DIR, "*.gin")))
   assert {"pretrain_tiny_wikitext2.gin", "glue_mrpc.gin", "ner_wnut17.gin"} <= set(names)
   glue = {n for n in names if n.startswith("glue_")}
@@ -63,6 +76,9 @@ def test_every_bundled_config_parses():
       continue
     pretraining = name.startswith("pretrain")
     bindings = [] if pretraining else [f"INIT_CHECKPOINT = '{minilm_dir()}'"]
+    if name in FAMILY_VOCABULARIES:
+      vocab = family_vocab_file(FAMILY_VOCABULARIES[name], str(tmp_path))
+      bindings.append(f"EncoderSource.vocab_file = '{vocab}'")
     task, runtime, opt = parse(name, *bindings)
     assert task.global_batch_size > 0
     if pretraining:
