@@ -87,11 +87,10 @@ class BertEmbedding(tf_keras.layers.Layer):
            training=None):
     # [batch, seq, width]
     embeddings = self._lookup(self.word_embeddings, input_word_ids)
-    if self.type_embeddings is None:
-      pass
-    elif input_type_ids is not None:
+    # A family without token types (DistilBERT) has no type table.
+    if self.type_embeddings is not None and input_type_ids is not None:
       embeddings += tf.gather(self.type_embeddings, input_type_ids)
-    else:
+    elif self.type_embeddings is not None:
       embeddings += self.type_embeddings[0]
     offset = self.position_offset
     if input_positions is not None:

@@ -18,6 +18,7 @@ that only looks tokens up treats every kind alike.
 
 import base64
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -42,6 +43,13 @@ FILES = (VOCAB_TXT, VOCAB_JSON, SPIECE_MODEL, TOKENIZER_JSON)
 KIND_OF_FAMILY = {"bert": WORDPIECE, "distilbert": WORDPIECE,
                   "electra": WORDPIECE, "roberta": BYTE_PAIR,
                   "albert": SENTENCEPIECE}
+
+@functools.lru_cache(maxsize=None)
+def _byte_of_char():
+  """GPT-2's byte -> character table, inverted (built once)."""
+  from bert.layers.byte_pair_tokenizer import bytes_to_unicode  # pylint: disable=g-import-not-at-top
+  return {c: b for b, c in bytes_to_unicode().items()}
+
 
 # The WordPiece decoder's clean-up of each piece, in its order.
 _CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
@@ -114,9 +122,10 @@ class Vocabulary(Sequence):
     h.update(self.model)
     return h.hexdigest()
 
-  @property
+  @functools.cached_property
   def special_tokens(self) -> Tuple[str, ...]:
-    """The family's special tokens (those `decode` can skip)."""
+    """The family's special tokens (those `decode` can skip). Cached: `decode`
+    asks per call, and the lookup scans the whole vocabulary."""
     if self.kind == BYTE_PAIR:
       found = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
     elif self.kind == SENTENCEPIECE:
@@ -149,8 +158,7 @@ class Vocabulary(Sequence):
     if self.kind == SENTENCEPIECE:
       text = "".join(tokens).replace("\u2581", " ")
       return text[1:] if tokens and tokens[0].startswith("\u2581") else text
-    from bert.layers.byte_pair_tokenizer import bytes_to_unicode  # pylint: disable=g-import-not-at-top
-    to_byte = {c: b for b, c in bytes_to_unicode().items()}
+    to_byte = _byte_of_char()
     special = set(self.special_tokens)
     parts, run = [], bytearray()
     for t in tokens + [None]:
