@@ -282,3 +282,57 @@ def batch_values(stats: Stats) -> Dict[str, tf.Tensor]:
       out[name] = num / tf.maximum(den, 1.0)
   out["loss"] = out["masked_lm_loss"] + out.get("next_sentence_loss", 0.0)
   return out
+
+
+# ------------------------------------------------- ELECTRA pre-training
+# Replaced-token detection (google-research ELECTRA): the generator's
+# masked-LM loss as above, plus the discriminator's sigmoid cross-entropy
+# (label 1 = replaced) averaged over the real tokens (`input_mask`) and
+# weighed by lambda (50 in the paper). The weighted term is its own stat so
+# the loop's sum of loss stats is the ELECTRA loss, while
+# `discriminator_loss` is reported unweighted.
+ELECTRA_LOSSES = ("masked_lm_loss", "weighted_discriminator_loss")
+ELECTRA_STATS = ("masked_lm_loss", "weighted_discriminator_loss",
+                 "discriminator_loss", "masked_lm_accuracy",
+                 "discriminator_accuracy", "replaced_fraction")
+
+
+def real_tokens(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+  """float32 [batch, seq]: 1 for a real token, 0 for padding (packed rows'
+  `input_mask` holds example numbers, > 0 where real)."""
+  return tf.cast(tf.convert_to_tensor(features["input_mask"]) > 0, tf.float32)
+
+
+def electra_pretraining_stats(features: Mapping[str, tf.Tensor],
+                              outputs: Mapping[str, tf.Tensor],
+                              discriminator_weight: float) -> Stats:
+  """(numerator, denominator) sums of one ELECTRA batch.
+
+  features: `masked_lm_ids`, `masked_lm_weights` [batch, P], `input_mask`
+    [batch, seq]. outputs: `ElectraPretrainer`'s `masked_lm_logits`
+    [batch, P, vocab], `discriminator_logits` [batch, seq] and
+    `discriminator_labels` int [batch, seq] (1 = replaced).
+  Returns `masked_lm_loss`, `masked_lm_accuracy` (over real predictions, as
+  `pretraining_stats`), `discriminator_loss` (mean sigmoid cross-entropy),
+  `weighted_discriminator_loss` (the same times `discriminator_weight`),
+  `discriminator_accuracy` (logit > 0 means replaced) and
+  `replaced_fraction` (the share of tokens replaced: 1 minus it is the
+  accuracy of calling every token original), all over real tokens.
+  """
+  mlm = softmax_stats(tf.cast(outputs["masked_lm_logits"], tf.float32),
+                      features["masked_lm_ids"], features["masked_lm_weights"])
+  mask = real_tokens(features)                                 # [b, s]
+  logits = tf.cast(outputs["discriminator_logits"], tf.float32)
+  labels = tf.cast(outputs["discriminator_labels"], tf.float32)
+  per_token = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels,
+                                                      logits=logits)
+  n = tf.reduce_sum(mask)
+  total = tf.reduce_sum(per_token * mask)
+  correct = tf.cast(tf.equal(tf.cast(logits > 0, tf.float32), labels),
+                    tf.float32)
+  return dict(
+      masked_lm_loss=mlm["loss"], masked_lm_accuracy=mlm["accuracy"],
+      discriminator_loss=(total, n),
+      weighted_discriminator_loss=(float(discriminator_weight) * total, n),
+      discriminator_accuracy=(tf.reduce_sum(correct * mask), n),
+      replaced_fraction=(tf.reduce_sum(labels * mask), n))

@@ -13,6 +13,7 @@ from bert.models.bert_pretrainer import BertPretrainer
 from bert.models.bert_span_labeler import BertSpanLabeler
 from bert.models.bert_token_classifier import BertTokenClassifier
 from bert.models.distiller import Distiller
+from bert.models.electra_pretrainer import ElectraPretrainer
 from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.models.preprocessor_base import BertPreprocessor
 from bert.models.preprocessors import (FillMaskPreprocessor,
@@ -27,7 +28,7 @@ from bert.networks.pretraining_heads import build_pretraining_heads
 __all__ = ["BertClassifier", "BertMaskedLM", "BertMultipleChoice",
            "BertPreprocessor", "FillMaskPreprocessor",
            "BertPretrainer", "BertSpanLabeler", "BertTokenClassifier",
-           "BertTextEmbedder", "Distiller", "EncoderModel", "MultipleChoicePreprocessor",
+           "BertTextEmbedder", "Distiller", "ElectraPretrainer", "EncoderModel", "MultipleChoicePreprocessor",
            "SpanLabelerPreprocessor", "TextClassifierPreprocessor",
            "TextEmbedderPreprocessor",
            "TokenClassifierPreprocessor", "build_pretraining_heads",
