@@ -1,10 +1,14 @@
-"""bert-train-vocab: raw text -> a RoBERTa or ALBERT vocabulary.
+"""bert-train-vocab: raw text -> a BERT, RoBERTa or ALBERT vocabulary.
 
+  bert-train-vocab --kind=wordpiece --input_file=corpus/*.txt \\
+      --output_dir=vocab/bert --vocab_size=8000 [--nolower_case]
   bert-train-vocab --kind=byte_pair --input_file=corpus/*.txt \\
       --output_dir=vocab/roberta --vocab_size=8000
   bert-train-vocab --kind=sentencepiece --input_file=corpus/*.txt \\
       --output_dir=vocab/albert --vocab_size=8000
 
+wordpiece: BERT's WordPiece (vocab.txt; [PAD] [UNK] [CLS] [SEP] [MASK] are
+ids 0-4), also DistilBERT's and ELECTRA's; uncased by default.
 byte_pair: RoBERTa's byte-level BPE (vocab.json + merges.txt; <s> <pad> </s>
 <unk> <mask> are ids 0-4). sentencepiece: ALBERT's unigram SentencePiece
 (spiece.model; <pad> 0, <unk> 1, [CLS], [SEP], [MASK]). Input: text files,
@@ -19,13 +23,16 @@ from absl import flags
 from bert.scripts import _cli
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("kind", None, ["byte_pair", "sentencepiece"],
-                  "byte_pair (RoBERTa) or sentencepiece (ALBERT).")
+flags.DEFINE_enum("kind", None, ["wordpiece", "byte_pair", "sentencepiece"],
+                  "wordpiece (BERT, DistilBERT, ELECTRA), byte_pair "
+                  "(RoBERTa) or sentencepiece (ALBERT).")
 flags.DEFINE_string("input_file", None, "Input text files (globs, commas).")
 flags.DEFINE_string("output_dir", None, "Folder for the vocabulary files.")
 flags.DEFINE_integer("vocab_size", 8000, "Tokens in the vocabulary.",
                      lower_bound=300)
 flags.DEFINE_bool("overwrite", False, "Replace an earlier vocabulary there.")
+flags.DEFINE_bool("lower_case", True, "wordpiece: an uncased vocabulary "
+                  "(lower-cased, accents stripped).")
 flags.mark_flags_as_required(["kind", "input_file", "output_dir"])
 
 
@@ -35,7 +42,8 @@ def main(argv):
   from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
   from bert.layers.vocabulary import Vocabulary  # pylint: disable=g-import-not-at-top
   path = train_vocab(FLAGS.kind, expand_inputs(FLAGS.input_file),
-                     FLAGS.output_dir, FLAGS.vocab_size, FLAGS.overwrite)
+                     FLAGS.output_dir, FLAGS.vocab_size, FLAGS.overwrite,
+                     lower_case=FLAGS.lower_case)
   vocabulary = Vocabulary.from_file(path)
   print(f"{path}: {len(vocabulary):,} tokens ({vocabulary.kind})")
 

@@ -38,6 +38,15 @@ def vocab() -> str:
   return os.path.join(minilm_dir(), "vocab.txt")
 
 
+def family_config_vocab(kind: str, folder: str) -> str:
+  """The vocabulary a family's WikiText-2 config trains (6,000 pieces on
+  wiki.valid; docs/bert-family.md): `kind` of bert-train-vocab."""
+  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
+  return train_vocab(kind, [shared_data("corpus", "wikitext-2",
+                                        "wiki.valid.sentences.txt")],
+                     os.path.join(folder, kind), 6000)
+
+
 def small_config(**overrides) -> BertConfig:
   """A 2-layer, 64-wide BERT that builds and runs in milliseconds."""
   d = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2,

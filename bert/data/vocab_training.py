@@ -1,7 +1,7 @@
-"""Training a family's vocabulary on raw text: RoBERTa's byte-level BPE
-(Hugging Face `tokenizers`) and ALBERT's SentencePiece unigram model
-(`sentencepiece`), with each family's special tokens at the ids the released
-vocabularies give them. What `bert-train-vocab` runs; the files load with
+"""Training a family's vocabulary on raw text: BERT's WordPiece (for BERT,
+DistilBERT and ELECTRA) and RoBERTa's byte-level BPE (both Hugging Face
+`tokenizers`), ALBERT's SentencePiece unigram model (`sentencepiece`), with
+each family's special tokens at the front. What `bert-train-vocab` runs; the files load with
 `bert.layers.Vocabulary` and with transformers' tokenizers alike."""
 
 import os
@@ -14,14 +14,22 @@ from bert.io import atomic_folder
 BYTE_PAIR_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 # ALBERT's: <pad> 0 and <unk> 1, then these control pieces.
 SENTENCEPIECE_CONTROLS = ("[CLS]", "[SEP]", "[MASK]")
-KINDS = ("byte_pair", "sentencepiece")
+# BERT's, ids 0 .. 4 (the released vocab.txt has them at 0, 100-103 among
+# [unusedN] slots; every tool finds them by name).
+WORDPIECE_SPECIALS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+KINDS = ("wordpiece", "byte_pair", "sentencepiece")
+FILE_OF_KIND = {"wordpiece": "vocab.txt", "byte_pair": "vocab.json",
+                "sentencepiece": "spiece.model"}
 
 
 def train_vocab(kind: str, files: Sequence[str], output_dir: str,
-                vocab_size: int, overwrite: bool = False) -> str:
+                vocab_size: int, overwrite: bool = False,
+                lower_case: bool = True) -> str:
   """Trains a `kind` vocabulary of `vocab_size` tokens on the lines of
-  `files` and writes it into `output_dir` (vocab.json and merges.txt, or
-  spiece.model), whole or not at all; returns the vocabulary file."""
+  `files` and writes it into `output_dir` (vocab.txt; vocab.json and
+  merges.txt; or spiece.model), whole or not at all; returns the vocabulary
+  file. `lower_case` applies to WordPiece (uncased: lower-cased, accents
+  stripped, as BertTokenizer does before splitting)."""
   if kind not in KINDS:
     raise DataError(f"kind={kind!r}: expected one of {', '.join(KINDS)}")
   if vocab_size < 300:
@@ -38,17 +46,26 @@ def train_vocab(kind: str, files: Sequence[str], output_dir: str,
       return False
     names = set(os.listdir(path))
     return not names or (overwrite and bool(
-        names & {"vocab.json", "spiece.model"}))
+        names & set(FILE_OF_KIND.values())))
 
   with atomic_folder(output_dir, replaceable, "a vocabulary folder",
                      DataError) as tmp:
-    if kind == "byte_pair":
+    if kind == "wordpiece":
+      _wordpiece(files, tmp, vocab_size, lower_case)
+    elif kind == "byte_pair":
       _byte_pair(files, tmp, vocab_size)
-      name = "vocab.json"
     else:
       _sentencepiece(files, tmp, vocab_size)
-      name = "spiece.model"
-  return os.path.join(output_dir, name)
+  return os.path.join(output_dir, FILE_OF_KIND[kind])
+
+
+def _wordpiece(files, folder, vocab_size, lower_case):
+  from tokenizers import BertWordPieceTokenizer  # pylint: disable=g-import-not-at-top
+  trainer = BertWordPieceTokenizer(lowercase=lower_case,
+                                   strip_accents=lower_case)
+  trainer.train(list(files), vocab_size=vocab_size, min_frequency=2,
+                special_tokens=list(WORDPIECE_SPECIALS), show_progress=False)
+  trainer.save_model(folder)
 
 
 def _byte_pair(files, folder, vocab_size):

@@ -85,6 +85,17 @@ class BertEmbedding(tf_keras.layers.Layer):
 
   def call(self, input_word_ids, input_type_ids=None, input_positions=None,
            training=None):
+    embeddings = self.embed(input_word_ids, input_type_ids, input_positions)
+    embeddings = self.dropout(embeddings, training=training)
+    if self.projection is not None:
+      embeddings = self.projection(embeddings)   # [batch, seq, hidden]
+    return embeddings
+
+  def embed(self, input_word_ids, input_type_ids=None, input_positions=None):
+    """The LayerNorm of word + position (+ type) embeddings, [batch, seq,
+    width] in the compute dtype: what `call` gives before dropout and the
+    projection. ELECTRA's generator reads these tables with a projection of
+    its own (`bert.networks.electra_generator.SharedEmbedding`)."""
     # [batch, seq, width]
     embeddings = self._lookup(self.word_embeddings, input_word_ids)
     # A family without token types (DistilBERT) has no type table.
@@ -101,11 +112,7 @@ class BertEmbedding(tf_keras.layers.Layer):
           input_word_ids, self.max_position_embeddings, offset)
       # [seq, width], broadcast over the batch.
       embeddings += self.position_embeddings[offset:offset + seq_length]
-    embeddings = tf.cast(self.layer_norm(embeddings), self.compute_dtype)
-    embeddings = self.dropout(embeddings, training=training)
-    if self.projection is not None:
-      embeddings = self.projection(embeddings)
-    return embeddings
+    return tf.cast(self.layer_norm(embeddings), self.compute_dtype)
 
   def _lookup(self, table, ids):
     """Rows `ids` of `table` in the compute dtype, gathered from a dense

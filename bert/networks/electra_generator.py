@@ -12,12 +12,11 @@ LayerNorm and projects to the generator's width itself.
 
 import dataclasses
 
-import tensorflow as tf
 import tf_keras
 
 from bert.config import BertConfig
 from bert.layers._util import build_sublayer, initializer
-from bert.layers.bert_embedding import BertEmbedding, _checked_seq_length
+from bert.layers.bert_embedding import BertEmbedding
 from bert.layers.dropout import Dropout
 from bert.networks.bert_encoder import scaffold_kwargs
 from bert.networks.encoder_scaffold import EncoderScaffold
@@ -27,21 +26,24 @@ from bert.networks.encoder_scaffold import EncoderScaffold
 class SharedEmbedding(tf_keras.layers.Layer):
   """Another encoder's `BertEmbedding` tables, projected to `hidden_size`.
 
-  The same sum as `shared` (word + position + token type, LayerNorm,
-  dropout) from the same variables, then this layer's own dense projection
-  when the tables' width differs from `hidden_size` (ELECTRA's generator:
+  `shared.embed` (word + position + token type, LayerNorm) from the same
+  variables, dropout, then this layer's own dense projection when the
+  tables' width differs from `hidden_size` (ELECTRA's generator:
   "embeddings_project"). Called as `BertEmbedding` is, so `EncoderScaffold`
   takes it as its embedding layer. Output: [batch, seq, hidden_size].
 
   `shared`'s weights are tracked here too (Keras lists a shared weight once
-  per model). `get_config` cannot hold a layer: the model that shares the
-  tables (`ElectraPretrainer`) rebuilds this from its own config.
+  per model). The config holds `shared`'s config: a layer rebuilt from it
+  has tables of its own, as any layer from a config has fresh weights;
+  `ElectraPretrainer` builds its generator from its discriminator, so the
+  tables are shared again after a round trip.
   """
 
-  def __init__(self, shared: BertEmbedding, hidden_size: int,
-               dropout_rate: float = 0.1, initializer_range: float = 0.02,
-               **kwargs):
+  def __init__(self, shared, hidden_size: int, dropout_rate: float = 0.1,
+               initializer_range: float = 0.02, **kwargs):
     super().__init__(**kwargs)
+    if isinstance(shared, dict):          # from get_config
+      shared = tf_keras.layers.deserialize(shared)
     if not isinstance(shared, BertEmbedding):
       raise ValueError(f"SharedEmbedding: shared must be a BertEmbedding, got "
                        f"{type(shared).__name__}")
@@ -65,34 +67,20 @@ class SharedEmbedding(tf_keras.layers.Layer):
 
   def call(self, input_word_ids, input_type_ids=None, input_positions=None,
            training=None):
-    s = self.shared
-    # [batch, seq, width]: BertEmbedding's sum, from its variables (its dense
-    # read of the word table, see `BertEmbedding._lookup`).
-    # pylint: disable-next=protected-access
-    embeddings = s._lookup(s.word_embeddings, input_word_ids)
-    if s.type_embeddings is None:
-      pass
-    elif input_type_ids is not None:
-      embeddings += tf.gather(s.type_embeddings, input_type_ids)
-    else:
-      embeddings += s.type_embeddings[0]
-    offset = s.position_offset
-    if input_positions is not None:
-      embeddings += tf.gather(s.position_embeddings, input_positions + offset)
-    else:
-      seq_length = _checked_seq_length(
-          input_word_ids, s.max_position_embeddings, offset)
-      embeddings += s.position_embeddings[offset:offset + seq_length]
-    embeddings = tf.cast(s.layer_norm(embeddings), self.compute_dtype)
+    embeddings = self.shared.embed(input_word_ids, input_type_ids,
+                                   input_positions)        # [b, s, width]
     embeddings = self.dropout(embeddings, training=training)
     if self.projection is not None:
       embeddings = self.projection(embeddings)               # [b, s, hidden]
     return embeddings
 
   def get_config(self):
-    raise NotImplementedError(
-        "SharedEmbedding shares another layer's weights and has no config of "
-        "its own; the model that builds it (ElectraPretrainer) rebuilds it")
+    config = super().get_config()
+    config.update(shared=tf_keras.layers.serialize(self.shared),
+                  hidden_size=self.hidden_size,
+                  dropout_rate=self.dropout_rate,
+                  initializer_range=self.initializer_range)
+    return config
 
 
 def generator_config(config: BertConfig, fraction: float) -> BertConfig:

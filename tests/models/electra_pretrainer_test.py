@@ -9,6 +9,7 @@ import tensorflow as tf
 from bert import BertEncoder, checkpoints
 from bert.losses import electra_pretraining_stats
 from bert.models import ElectraPretrainer
+from bert.networks.electra_generator import SharedEmbedding
 from conftest import random_inputs, small_config
 
 VOCAB = 100
@@ -70,6 +71,31 @@ def test_the_generator_is_smaller_and_shares_the_embeddings():
   # Each shared weight counted once.
   ids = [id(v) for v in model.trainable_variables]
   assert len(ids) == len(set(ids))
+
+
+def test_shared_embedding_is_the_tables_sum_projected_and_round_trips():
+  # Tables 32 wide, the generator 16: the generator projects them itself.
+  encoder = BertEncoder(electra_config(embedding_size=32))
+  model = ElectraPretrainer(encoder)
+  layer = model.generator.embedding_layer
+  f = features()
+  ids, types = f["input_word_ids"], f["input_type_ids"]
+  # Before its projection: exactly the discriminator's own normalised sum.
+  table = encoder.embedding_layer
+  expected = layer.projection(table.embed(ids, types))
+  np.testing.assert_allclose(layer(ids, types, training=False), expected,
+                             atol=1e-6)
+  assert layer.projection is not table.projection
+  # From its config: a layer of its own tables (fresh weights, as every
+  # from_config), equal once given the same weights.
+  twin = SharedEmbedding.from_config(layer.get_config())
+  twin(ids, types)
+  assert twin.shared is not table
+  twin.set_weights(layer.get_weights())
+  np.testing.assert_allclose(twin(ids, types, training=False),
+                             layer(ids, types, training=False), atol=1e-6)
+  with pytest.raises(ValueError, match="shared must be a BertEmbedding"):
+    SharedEmbedding(encoder, hidden_size=8)
 
 
 def test_gradients_reach_both_encoders_and_the_shared_embeddings():

@@ -16,8 +16,9 @@ from bert.tasks import ElectraPretrainingTask, build_task
 from bert.tasks.configs import EncoderSource, PretrainingInputs
 from bert.training import OptimizerConfig, RuntimeConfig, run_experiment
 from bert.validation import ConfigError
-from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT, one_line,
-                      tiny_pretraining_config, vocab)
+from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, REPO_ROOT,
+                      family_config_vocab, one_line, tiny_pretraining_config,
+                      vocab)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "training"))
 from _runs import summaries  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -95,12 +96,14 @@ def test_it_needs_dynamic_masking(pretraining_records):
   one_line(str(e.value).splitlines()[0], "generator_fraction")
 
 
-def test_the_wikitext2_config_builds_the_task(pretraining_records, clean_gin):
+def test_the_wikitext2_config_builds_the_task(pretraining_records, clean_gin,
+                                              tmp_path):
   del clean_gin
   gin.add_config_file_search_path(CONFIGS)
+  vocab_file = family_config_vocab("wordpiece", str(tmp_path))
   gin.parse_config_files_and_bindings(
       [os.path.join(CONFIGS, "pretrain_electra_tiny_wikitext2.gin")],
-      [f'EncoderSource.vocab_file = "{vocab()}"',
+      [f'EncoderSource.vocab_file = "{vocab_file}"',
        f'PretrainingInputs.train_files = "{pretraining_records}"'],
       skip_unknown=False)
   task = build_task()
@@ -108,6 +111,6 @@ def test_the_wikitext2_config_builds_the_task(pretraining_records, clean_gin):
   config = task.config
   assert (config.family, config.hidden_size, config.num_hidden_layers,
           config.num_attention_heads, config.intermediate_size,
-          config.vocab_size) == ("electra", 128, 2, 2, 512, 30522)
+          config.vocab_size) == ("electra", 128, 2, 2, 512, 6000)
   assert (task.generator_fraction, task.discriminator_weight) == (0.25, 50.0)
   assert task.masker is not None and task.seq_length == 128

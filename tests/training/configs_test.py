@@ -14,7 +14,7 @@ from bert.tasks import PretrainingTask  # registers the tasks with gin
 from bert.models.embedding_objective import default_recipe
 from bert.training import OptimizerConfig, RuntimeConfig
 from bert.tasks import build_task
-from conftest import REPO_ROOT, minilm_dir, shared_data
+from conftest import REPO_ROOT, family_config_vocab, minilm_dir, shared_data
 
 # gin's global config is cleared around each test (conftest's `clean_gin`).
 pytestmark = pytest.mark.usefixtures("clean_gin")
@@ -54,15 +54,8 @@ def test_pretraining_config_per_preset(size):
 
 # The family configs' vocabularies (their vocab_size is the trained one's).
 FAMILY_VOCABULARIES = {"pretrain_roberta_tiny_wikitext2.gin": "byte_pair",
-                       "pretrain_albert_tiny_wikitext2.gin": "sentencepiece"}
-
-
-def family_vocab_file(kind, folder):
-  """The vocabulary a family config's run trains (docs/bert-family.md)."""
-  from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
-  return train_vocab(kind, [shared_data("corpus", "wikitext-2",
-                                        "wiki.valid.sentences.txt")],
-                     os.path.join(folder, kind), 6000)
+                       "pretrain_albert_tiny_wikitext2.gin": "sentencepiece",
+                       "pretrain_electra_tiny_wikitext2.gin": "wordpiece"}
 
 
 @pytest.mark.heavy
@@ -77,7 +70,7 @@ def test_every_bundled_config_parses(tmp_path):
     pretraining = name.startswith("pretrain")
     bindings = [] if pretraining else [f"INIT_CHECKPOINT = '{minilm_dir()}'"]
     if name in FAMILY_VOCABULARIES:
-      vocab = family_vocab_file(FAMILY_VOCABULARIES[name], str(tmp_path))
+      vocab = family_config_vocab(FAMILY_VOCABULARIES[name], str(tmp_path))
       bindings.append(f"EncoderSource.vocab_file = '{vocab}'")
     task, runtime, opt = parse(name, *bindings)
     assert task.global_batch_size > 0
