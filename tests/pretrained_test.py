@@ -4,7 +4,6 @@ Every download comes from an HTTP server on 127.0.0.1 started here; nothing
 reaches the internet (urlopen is patched to refuse other hosts)."""
 
 import hashlib
-import http.server
 import io
 import json
 import os
@@ -13,7 +12,6 @@ import shutil
 import socket
 import sys
 import tarfile
-import threading
 import urllib.request
 import zipfile
 
@@ -22,49 +20,13 @@ import pytest
 
 from bert import BertConfig, BertEncoder, checkpoints, pretrained
 from conftest import minilm_dir, one_line
+from local_server import Server, local_only
 
 VOCAB_SIZE = 40
-
-
-# ------------------------------------------------------------------ server
-class Server:
-  """Serves {path: bytes} on 127.0.0.1; counts requests; can cut a body."""
-
-  def __init__(self):
-    self.files, self.truncate, self.requests = {}, set(), []
-    server = self
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-
-      def do_GET(self):  # pylint: disable=invalid-name
-        server.requests.append(self.path)
-        body = server.files.get(self.path)
-        if body is None:
-          self.send_error(404)
-          return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.path in server.truncate:
-          self.wfile.write(body[:len(body) // 2])   # then the socket closes
-        else:
-          self.wfile.write(body)
-
-      def log_message(self, *args):
-        pass
-
-    self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-    self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-    self.thread.start()
-    self.running = True
-
-  def stop(self):
-    if self.running:
-      self.httpd.shutdown()
-      self.httpd.server_close()
-      self.thread.join()
-      self.running = False
+# The vocabulary files of each family's Hugging Face repos.
+VOCAB_FILES = dict(bert={"vocab.txt"}, distilbert={"vocab.txt"},
+                   electra={"vocab.txt"}, roberta={"vocab.json", "merges.txt"},
+                   albert={"spiece.model"})
 
 
 @pytest.fixture
@@ -76,14 +38,7 @@ def server():
 
 @pytest.fixture(autouse=True)
 def _local_only(monkeypatch):
-  """Any URL but 127.0.0.1 fails the test instead of touching the network."""
-  real = urllib.request.urlopen
-
-  def guarded(request, *args, **kwargs):
-    url = request.full_url if isinstance(request, urllib.request.Request) else request
-    assert url.startswith("http://127.0.0.1:"), f"test tried to reach {url}"
-    return real(request, *args, **kwargs)
-  monkeypatch.setattr(urllib.request, "urlopen", guarded)
+  local_only(monkeypatch)
 
 
 @pytest.fixture
@@ -271,6 +226,31 @@ def test_download_cut_halfway_leaves_nothing_usable(server, cache, presets, tiny
   folder = pretrained.resolve("tiny_google", progress=False)
   assert same_weights(checkpoints.load(folder), tiny)
   assert len(server.requests) == 2
+
+
+def test_download_that_does_not_load_is_not_cached(server, cache, presets,
+                                                   tiny):
+  """load() checks a download before it enters the cache: a release whose
+  vocab does not fit its weights is one line naming the archive member, and
+  nothing is cached (no folder, no first-download checksum)."""
+  buf = io.BytesIO()
+  with zipfile.ZipFile(io.BytesIO(tiny["google_zip"])) as src, \
+      zipfile.ZipFile(buf, "w") as out:
+    for info in src.infolist():
+      data = src.read(info)
+      if info.filename.endswith("/vocab.txt"):
+        data += b"[extra]\n"
+      out.writestr(info, data)
+  preset = presets(zip_preset(server, tiny, data=buf.getvalue()))
+  with pytest.raises(pretrained.DownloadError) as e:
+    checkpoints.load("tiny_google")
+  one_line(e.value, preset.archive.url + "!/vocab.txt", "41 tokens",
+           "nothing was cached")
+  assert os.listdir(cache) == []
+  # Negative control: the release as published loads and is cached.
+  presets(zip_preset(server, tiny), replace=True)
+  assert same_weights(checkpoints.load("tiny_google"), tiny)
+  assert sorted(os.listdir(cache)) == [pretrained.KNOWN_CHECKSUMS, "tiny_google"]
 
 
 def test_no_server_is_a_one_line_error_naming_the_url(cache, presets, tiny):
@@ -466,16 +446,28 @@ def test_release_table():
     for f in p.files:
       assert hf.fullmatch(f.url), f.url
     if p.files:
-      assert {f.filename for f in p.files} >= {"config.json", "model.safetensors",
-                                               "vocab.txt"}
-  # Every released BERT shape and vocabulary of BertConfig has weights by
-  # name. (The other families' shapes get theirs with their tokenizers.)
-  bert_shapes = {n for n in BertConfig.preset_names()
-                 if BertConfig.preset(n).family == "bert"}
-  assert bert_shapes and bert_shapes <= set(pretrained.preset_names())
+      family = BertConfig.preset(p.shape).family if p.shape else "bert"
+      assert {f.filename for f in p.files} == {
+          "config.json", "model.safetensors", "tokenizer_config.json",
+          *VOCAB_FILES[family]}, name
+      assert [f.filename for f in p.files if f.optional] == [
+          "tokenizer_config.json"], name
+      if family != "bert":
+        # hf_roberta_base: huggingface.co/<owner>/roberta-base/...
+        repo = p.files[0].url.split("/")[4]
+        assert p.name == "hf_" + repo.replace("-", "_") == "hf_" + p.shape
+        assert pretrained.get_preset(p.shape) is p           # the alias
+        assert p.lower_case is (None if family == "roberta" else
+                                "cased" not in repo.replace("uncased", ""))
+  # Every released shape and vocabulary of BertConfig, of every family, has
+  # weights by name.
+  shapes = set(BertConfig.preset_names())
+  assert {BertConfig.preset(n).family for n in shapes} == set(VOCAB_FILES)
+  assert shapes <= set(pretrained.preset_names())
   stated = [n for n, p in pretrained.PRESETS.items()
             if any(f.sha256 for f in p.remote_files)]
-  assert sorted(stated) == ["hf_all_minilm_l6_v2", "hf_bert_base"]
+  assert sorted(stated) == ["hf_all_minilm_l6_v2", "hf_bert_base",
+                            "hf_distilbert_base_uncased", "hf_roberta_base"]
   with pytest.raises(ValueError, match="exists"):
     pretrained.register_preset(pretrained.get_preset("bert_base"))
   with pytest.raises(ValueError, match="64 lowercase hex"):

@@ -204,7 +204,9 @@ def build_discriminator_head(encoder) -> DiscriminatorHead:
 def _locate(path, format, preprocessing):
   """(folder, format) of a folder or preset name."""
   if not os.path.exists(path) and pretrained.is_preset(path):
-    path = pretrained.resolve(path)
+    # A download enters the cache only once it reads as a checkpoint.
+    path = pretrained.resolve(path, check=lambda folder: _read(
+        folder, format or detect_format(folder), False, None))
   folder = check_folder(path)
   fmt = format or detect_format(folder)
   if fmt not in FORMATS:

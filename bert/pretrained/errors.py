@@ -9,7 +9,8 @@ from bert.errors import UserError
 
 
 class DownloadError(UserError, OSError):
-  """A preset could not be downloaded (network, HTTP status, truncated body)."""
+  """A preset could not be downloaded (network, HTTP status, truncated body),
+  or what was downloaded does not read as a checkpoint."""
 
 
 class ChecksumError(DownloadError):

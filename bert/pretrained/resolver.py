@@ -2,8 +2,9 @@
 
 A remote preset is downloaded into a temp folder beside its cache folder
 (`.tmp-<name>-*`, with an owner file so a killed download can be recognised
-and removed), checked, given a manifest last and then renamed into place: the
-cache folder is either absent or complete, never half-written, even when two
+and removed), checked (every file's checksum, then the caller's `check` of
+the folder), given a manifest last and then renamed into place: the cache
+folder is either absent or complete, never half-written, even when two
 processes download the same preset at once.
 """
 
@@ -13,12 +14,14 @@ import shutil
 import socket
 import tempfile
 import time
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
+from bert.errors import UserError
 from bert.pretrained import archives
 from bert.pretrained import cache as cache_lib
 from bert.pretrained import download
 from bert.pretrained import presets
+from bert.pretrained.errors import DownloadError
 
 # The loader reads do_lower_case here (bert.checkpoints.loader.METADATA_FILE;
 # not imported from there, because the loader imports this package).
@@ -26,7 +29,8 @@ METADATA_FILE = "bert_checkpoint.json"
 
 
 def resolve(source, *, cache_dir: Optional[str] = None,
-            progress: bool = True) -> str:
+            progress: bool = True,
+            check: Optional[Callable[[str], object]] = None) -> str:
   """The local checkpoint folder of `source`, downloading it if needed.
 
   Args:
@@ -34,6 +38,10 @@ def resolve(source, *, cache_dir: Optional[str] = None,
       `preset_names()`).
     cache_dir: where downloads go; default `default_cache_dir()`.
     progress: show a progress bar on stderr while downloading.
+    check: called with a downloaded folder before it enters the cache
+      (`bert.checkpoints.load` passes its reader): a `UserError` it raises
+      (say, a corrupt tokenizer file) becomes a `DownloadError` naming the
+      file's URL, and nothing is cached.
 
   Returns:
     A folder that `bert.checkpoints.load` reads.
@@ -58,7 +66,7 @@ def resolve(source, *, cache_dir: Optional[str] = None,
     return _package_folder(preset)
   cache = os.path.abspath(os.path.expanduser(
       cache_dir or cache_lib.default_cache_dir()))
-  return _ensure(preset, cache, progress)
+  return _ensure(preset, cache, progress, check)
 
 
 def _package_folder(preset: presets.Preset) -> str:
@@ -77,7 +85,8 @@ def _package_folder(preset: presets.Preset) -> str:
   return folder
 
 
-def _ensure(preset: presets.Preset, cache: str, progress: bool) -> str:
+def _ensure(preset: presets.Preset, cache: str, progress: bool,
+            check=None) -> str:
   """The checkpoint folder of `preset` in `cache`, downloaded if not there."""
   final = os.path.join(cache, preset.name)
   os.makedirs(cache, exist_ok=True)
@@ -108,6 +117,8 @@ def _ensure(preset: presets.Preset, cache: str, progress: bool) -> str:
       cache_lib.write_json(os.path.join(folder, METADATA_FILE), dict(
           version=1, do_lower_case=preset.lower_case, preset=preset.name,
           source=[f.url for f in preset.remote_files]))
+    if check is not None:
+      _check(preset, os.path.normpath(folder), check)
     os.remove(os.path.join(tmp, cache_lib.OWNER))
     manifest = dict(preset=preset.name, version=1, path=rel,
                     remote=_remote_key(preset),
@@ -130,6 +141,22 @@ def _ensure(preset: presets.Preset, cache: str, progress: bool) -> str:
   if first_seen:
     cache_lib.record_known(cache, first_seen)
   return os.path.normpath(os.path.join(final, rel))
+
+
+def _check(preset, folder, check) -> None:
+  """`check(folder)`; its UserError as a DownloadError that names the remote
+  files rather than the temp folder (which the caller removes)."""
+  try:
+    check(folder)
+  except UserError as e:
+    text = " ".join(str(e).split())
+    for rf in preset.files:
+      text = text.replace(os.path.join(folder, rf.filename), rf.url)
+    # An archive's member: <archive url>!/<path in the release folder>.
+    text = text.replace(folder, f"{preset.archive.url}!" if preset.archive
+                        else preset.name)
+    raise DownloadError(f"{preset.name}: the downloaded files do not read as "
+                        f"a checkpoint: {text}; nothing was cached") from e
 
 
 def _remote_key(preset):
