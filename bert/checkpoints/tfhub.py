@@ -24,6 +24,7 @@ and with `mlm` (the masked-LM sub-model): .../cls/predictions/{output_bias/
 bias, transform/dense/..., transform/LayerNorm/...}.
 """
 
+import json
 import os
 import re
 from typing import Dict, Optional, Tuple
@@ -43,6 +44,7 @@ from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
 
 SAVED_MODEL = "saved_model.pb"
+KERAS_METADATA = "keras_metadata.pb"
 VARIABLES = os.path.join("variables", "variables")
 
 _EMBEDDINGS = {
@@ -197,14 +199,17 @@ def assets(folder: str, preprocessing: Optional[str] = None,
   `required`, a SavedModel with no vocab gives (None, None)."""
   source = preprocessing or folder
   asset_dir = os.path.join(source, "assets")
-  texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
-                             else []) if f.endswith(".txt"))
+  files = os.listdir(asset_dir) if os.path.isdir(asset_dir) else []
+  texts = sorted(f for f in files if f.endswith(".txt"))
+  if not texts:
+    # ALBERT's encoders carry a SentencePiece model (30k-clean.model).
+    texts = sorted(f for f in files if f.endswith(".model"))
   if not texts and not required and not preprocessing:
     return None, None
   if len(texts) != 1:
     raise CheckpointError(
-        f"{asset_dir}: expected one vocab .txt asset, found "
-        f"{', '.join(texts) or 'none'}" + ("" if preprocessing else
+        f"{asset_dir}: expected one vocab .txt (or SentencePiece .model) "
+        f"asset, found {', '.join(texts) or 'none'}" + ("" if preprocessing else
         " (give the matching bert_*_preprocess SavedModel as preprocessing)"))
   lower_case = None
   if preprocessing:
@@ -212,9 +217,50 @@ def assets(folder: str, preprocessing: Optional[str] = None,
   return os.path.join(asset_dir, texts[0]), lower_case
 
 
-def graph_ops(folder: str):
-  """The op types used by the SavedModel's graph and functions (the proto
-  is parsed; nothing is run)."""
+def albert_layers(folder: str) -> Optional[int]:
+  """The number of layers of a Model Garden `AlbertEncoder` in the
+  SavedModel (its Keras config, in keras_metadata.pb or, in SavedModels of
+  before TF 2.5, in saved_model.pb), or None when it holds none. ALBERT's
+  weights cannot say it: every layer runs the one shared block."""
+  for config in _keras_configs(folder):
+    if (config.get("class_name", "").rpartition(">")[2] == "AlbertEncoder"
+        and isinstance(config.get("config"), dict)):
+      layers = config["config"].get("num_layers")
+      if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        raise CheckpointError(f"{folder}: its AlbertEncoder's num_layers is "
+                              f"{layers!r}, not a positive integer")
+      return layers
+  return None
+
+
+def _keras_configs(folder: str):
+  """The Keras metadata (JSON objects) of the SavedModel's objects."""
+  texts = []
+  path = os.path.join(folder, KERAS_METADATA)
+  if os.path.exists(path):
+    from tf_keras.protobuf import saved_metadata_pb2  # pylint: disable=g-import-not-at-top
+    proto = saved_metadata_pb2.SavedMetadata()
+    try:
+      with open(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    except Exception as e:  # protobuf's DecodeError has no stable import path
+      raise CheckpointError(f"{path}: unreadable ({type(e).__name__})") from e
+    texts += [n.metadata for n in proto.nodes]
+  for meta in _saved_model(folder).meta_graphs:
+    texts += [n.user_object.metadata for n in meta.object_graph_def.nodes
+              if n.WhichOneof("kind") == "user_object"]
+  for text in texts:
+    if "AlbertEncoder" not in text:
+      continue
+    try:
+      value = json.loads(text)
+    except ValueError:
+      continue            # not Keras metadata: nothing said about ALBERT
+    if isinstance(value, dict):
+      yield value
+
+
+def _saved_model(folder: str):
   path = os.path.join(folder, SAVED_MODEL)
   proto = saved_model_pb2.SavedModel()
   try:
@@ -222,6 +268,13 @@ def graph_ops(folder: str):
       proto.ParseFromString(f.read())
   except Exception as e:  # protobuf's DecodeError has no stable import path
     raise CheckpointError(f"{path}: not a SavedModel ({type(e).__name__})") from e
+  return proto
+
+
+def graph_ops(folder: str):
+  """The op types used by the SavedModel's graph and functions (the proto
+  is parsed; nothing is run)."""
+  proto = _saved_model(folder)
   ops = set()
   for meta in proto.meta_graphs:
     ops.update(n.op for n in meta.graph_def.node)
