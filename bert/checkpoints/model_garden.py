@@ -15,12 +15,23 @@ checkpoint. Its masked-LM head (`masked_lm/...`) maps to google-research's
 `cls/predictions`; Model Garden's other heads (`next_sentence.pooler_dense`,
 `classification_heads`) have no TF1 counterpart and come back under
 `cls/model_garden/` (ignored unless the heads are asked for).
+Model Garden's ALBERT, `AlbertEncoder`, is a functional model whose one
+block every layer shares; only its embedding tables have attribute paths, so
+its layer list is read (the block as `layer_0`). In an `ElectraPretrainer`
+training checkpoint (`model/discriminator_network`, `model/generator_
+network`, ...) the discriminator is the encoder read and its head
+(`discriminator_projection`, `discriminator_head`) ELECTRA's
+`cls/discriminator_predictions/dense{,_1}`; the generator's weights are kept
+under `mapping.OTHER_NETWORK_PREFIX` (ignored). Its exported checkpoint
+(`checkpoint_items`: `encoder=` the discriminator) is a plain `BertEncoder`
+checkpoint.
 Attention kernels are [hidden, heads, head_size] there and are reshaped to
 the TF1 [hidden, hidden].
 
 Writing produces the functional layout, which `tfm.nlp.networks.BertEncoder`
 (and Model Garden's `EncoderConfig(type="bert")`) restores with
-`tf.train.Checkpoint(encoder=encoder).read(path)`.
+`tf.train.Checkpoint(encoder=encoder).read(path)`; for ALBERT with one group,
+the same layout is `tfm.nlp.networks.AlbertEncoder`'s.
 """
 
 import re
@@ -29,6 +40,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from bert.checkpoints import mapping
 from bert.checkpoints import object_graph
 from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
@@ -83,6 +95,18 @@ _OTHER_HEADS = re.compile(r"(?:.+/)?(?:next_sentence\.\.pooler_dense|"
 OTHER_HEADS_PREFIX = "cls/model_garden/"
 
 
+# Model Garden's `ElectraPretrainer` (a training checkpoint,
+# `tf.train.Checkpoint(model=pretrainer)`): its discriminator is the encoder
+# read; the generator's network and heads are another model.
+_ELECTRA_ROOT = re.compile(r"(?P<root>(?:.+/)?)discriminator_network/.+")
+_ELECTRA_HEAD = {
+    "discriminator_projection/kernel": "dense/kernel",
+    "discriminator_projection/bias": "dense/bias",
+    "discriminator_head/kernel": "dense_1/kernel",
+    "discriminator_head/bias": "dense_1/bias",
+}
+
+
 def is_model_garden(keys) -> bool:
   return any(k.endswith(_SUFFIX) and (
       "/layer_with_weights-" in k or "/_transformer_layers/" in k) for k in keys)
@@ -130,6 +154,9 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
   ignores them by name.
   """
   out: Dict[str, np.ndarray] = {}
+  electra = next((m.group("root") for key in arrays
+                  for m in map(_ELECTRA_ROOT.fullmatch,
+                               (paths or {}).get(key, [key])) if m), None)
   # Each encoder weight by attribute path and, where the layer list reaches
   # it, by position: {key: ((root, TF1 name) or None, value)} and
   # {layer index: {(sub-path, key): value}}.
@@ -141,6 +168,18 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
       out[key] = value
       continue
     candidates = [p[:-len(_SUFFIX)] for p in (paths or {}).get(key, [key])]
+    if electra is not None:
+      head = next((_ELECTRA_HEAD[p[len(electra):]] for p in candidates
+                   if p.startswith(electra)
+                   and p[len(electra):] in _ELECTRA_HEAD), None)
+      if head:
+        out[mapping.DISCRIMINATOR_PREFIX + head] = value
+        continue
+      candidates = [p for p in candidates
+                    if p.startswith(electra + "discriminator_network/")]
+      if not candidates:
+        out[mapping.OTHER_NETWORK_PREFIX + key] = value
+        continue
     named = next((n for n in map(_attribute_name, candidates) if n), None)
     m = next((m for m in map(_FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
     if m:

@@ -770,3 +770,78 @@ def test_bert_convert_albert_tf1_to_hf(tmp_path):
   for key, value in expected.items():
     close(got[key], value, x["input_mask"] if key in (
         "sequence_output", "logits") else None, f"converted {key}")
+
+
+# ------------------------------------------------- Model Garden ELECTRA
+def model_garden_electra():
+  """Model Garden's own ElectraPretrainer (a generator and a discriminator
+  BertEncoder, the discriminator's head), called once, random weights."""
+  from official.modeling import tf_utils  # pylint: disable=g-import-not-at-top
+  from official.nlp.modeling import models, networks  # pylint: disable=g-import-not-at-top
+
+  def encoder(hidden, layers):
+    return networks.BertEncoder(
+        vocab_size=99, hidden_size=hidden, num_layers=layers,
+        num_attention_heads=2, intermediate_size=4 * hidden,
+        max_sequence_length=24, type_vocab_size=2, embedding_width=16,
+        dict_outputs=True)
+
+  pretrainer = models.ElectraPretrainer(
+      generator_network=encoder(8, 1), discriminator_network=encoder(32, 2),
+      vocab_size=99, num_classes=2, num_token_predictions=3,
+      mlm_activation=tf_utils.get_activation("gelu"))
+  positions = np.array([[1, 2, 3]] * 3, np.int32)
+  pretrainer(dict(inputs(99), masked_lm_positions=positions,
+                  masked_lm_ids=positions + 4,
+                  masked_lm_weights=np.ones((3, 3), np.float32)))
+  rng = np.random.RandomState(0)
+  for v in pretrainer.trainable_variables:
+    if v.shape.rank == 1:
+      v.assign_add(rng.normal(0, 0.1, v.shape))
+    elif "embeddings" not in v.name:
+      v.assign(v * 4.0)
+  return pretrainer
+
+
+def test_model_garden_electra_pretrainer(tmp_path):
+  """An ElectraPretrainer training checkpoint reads as its discriminator
+  (with the discriminator's head), the generator named as ignored; its
+  exported form (`checkpoint_items`: the discriminator encoder) as the
+  encoder alone."""
+  pretrainer = model_garden_electra()
+  config = dict(family="electra", use_pooler=True, vocab_size=99,
+                embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                num_attention_heads=2, intermediate_size=128,
+                hidden_act="gelu", max_position_embeddings=24,
+                type_vocab_size=2)
+  x = inputs(99)
+  network = pretrainer.discriminator_network
+  expected = model_garden_outputs(network, x)
+  logits = tf.squeeze(pretrainer.discriminator_head(
+      pretrainer.discriminator_projection(expected["sequence_output"])), -1)
+  for name, objects in (("run", dict(model=pretrainer)),
+                        ("exported", pretrainer.checkpoint_items)):
+    folder = str(tmp_path / name)
+    tf.train.Checkpoint(**objects).write(os.path.join(folder, "ckpt"))
+    with open(os.path.join(folder, "bert_config.json"), "w") as f:
+      json.dump(config, f)
+    assert checkpoints.detect_format(folder) == "model_garden"
+    ckpt = checkpoints.load(folder, with_heads=True)
+    check_against_model_garden(ckpt, network, x, f"electra {name}")
+    if name == "run":
+      assert ckpt.discriminator is not None
+      close(ckpt.discriminator(ckpt.encoder(x)["sequence_output"]), logits,
+            x["input_mask"], "electra discriminator head")
+      assert any(n.startswith("other_network/model/generator_network/")
+                 for n in ckpt.ignored_variables)
+      assert any(n.startswith("other_network/model/masked_lm/")
+                 for n in ckpt.ignored_variables)
+    else:
+      assert ckpt.discriminator is None
+      assert ckpt.ignored_variables == ["_CHECKPOINTABLE_OBJECT_GRAPH"]
+  # Negative control: the discriminator's two dense layers confused.
+  ckpt = checkpoints.load(str(tmp_path / "run"), with_heads=True)
+  head = ckpt.discriminator
+  kernel = head.dense.kernel.numpy()
+  head.dense.kernel.assign(kernel.T)
+  assert np.abs(head(ckpt.encoder(x)["sequence_output"]) - logits).max() > 1e-3
