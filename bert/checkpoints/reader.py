@@ -133,7 +133,8 @@ def read_folder(folder, fmt, preprocessing):
           f"(do_lower_case={lower_case})")
     if lower_case is None:
       lower_case = preprocessing_lower_case
-    return (config, arrays, vocab_file, lower_case,
+    return (config, arrays, vocab_file,
+            _albert_casing(lower_case, config, vocab_file),
             os.path.join(folder, tfhub.VARIABLES))
   if fmt == "keras_hub":
     vocab_file, lower_case = keras_hub.tokenizer(folder)
@@ -176,8 +177,21 @@ def _read_google(folder, fmt):
                                                   prefix)
   config, _ = google_research.folder_config(folder, GOOGLE_CONFIG, arrays,
                                             family, prefix)
-  return (config, arrays, _vocab_file(folder), _lower_case(folder, fmt),
+  vocab_file = _vocab_file(folder)
+  return (config, arrays, vocab_file,
+          _albert_casing(_lower_case(folder, fmt), config, vocab_file),
           prefix)
+
+
+def _albert_casing(lower_case, config, vocab_file):
+  """`lower_case`, or True for an ALBERT with a SentencePiece model and no
+  word on its casing: every public ALBERT lower-cases (google-research's
+  do_lower_case; Model Garden's export_tfhub_lib implies it for ALBERT's
+  encoders, which record none)."""
+  if (lower_case is None and config.family == "albert" and vocab_file
+      and vocab_file.endswith(".model")):
+    return True
+  return lower_case
 
 
 def _vocab_file(folder) -> Optional[str]:

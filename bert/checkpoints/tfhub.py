@@ -22,6 +22,12 @@ the 2020 TF Hub releases say `bert_model/encoder/layer_i/...`):
   output_layer_norm}/..., pooler_transform/{kernel,bias}
 and with `mlm` (the masked-LM sub-model): .../cls/predictions/{output_bias/
 bias, transform/dense/..., transform/LayerNorm/...}.
+
+TF Hub's ALBERT encoders (`albert_en_base`, ...) are Model Garden's
+`AlbertEncoder`: the same names, one block `transformer/...` that every layer
+runs, and a SentencePiece model as their asset. How many layers run it is in
+no weight; it is read from the AlbertEncoder's Keras config
+(keras_metadata.pb, or saved_model.pb's object metadata before TF 2.5).
 """
 
 import json
@@ -45,6 +51,7 @@ from bert.validation import ConfigError
 
 SAVED_MODEL = "saved_model.pb"
 KERAS_METADATA = "keras_metadata.pb"
+TF1_HUB_MODULE = "tfhub_module.pb"
 VARIABLES = os.path.join("variables", "variables")
 
 _EMBEDDINGS = {
@@ -115,6 +122,13 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   strict loading names them.
   """
   prefix = os.path.join(folder, VARIABLES)
+  if os.path.exists(os.path.join(folder, TF1_HUB_MODULE)):
+    # TF1 Hub format (hub.Module): a name-based checkpoint and a TF1 graph,
+    # with no config and no object graph to read the layout from.
+    raise CheckpointError(
+        f"{folder}: a TF1 Hub module ({TF1_HUB_MODULE}), not a TF2 SavedModel; "
+        f"its {VARIABLES}.* beside the model's bert_config.json (ALBERT: "
+        "albert_config.json) read as a google-research TF1 checkpoint")
   with tf1.reading(prefix):
     reader = tf.train.load_checkpoint(prefix)
     keys = reader.get_variable_to_shape_map()

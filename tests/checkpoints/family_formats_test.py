@@ -33,7 +33,7 @@ import transformers
 
 from bert import checkpoints
 from bert.checkpoints import CheckpointError, CheckpointMismatchError
-from conftest import one_line
+from conftest import REPO_ROOT, one_line
 
 TOL = 1e-5
 SHAPE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3,
@@ -660,7 +660,6 @@ def test_model_garden_albert_encoder_both_ways(tmp_path):
   check_against_model_garden(ckpt, fresh, x, "model garden written")
   # Model Garden's EncoderConfig spelling of the config reads the same.
   os.remove(os.path.join(out, "albert_config.json"))
-  d = mg_albert_config()
   with open(os.path.join(out, "bert_config.json"), "w") as f:
     json.dump(dict(type="albert", albert=dict(
         vocab_size=99, embedding_width=16, hidden_size=32, num_layers=3,
@@ -668,7 +667,7 @@ def test_model_garden_albert_encoder_both_ways(tmp_path):
         hidden_activation="gelu", max_position_embeddings=24,
         type_vocab_size=2, dropout_rate=0.0, attention_dropout_rate=0.0)), f)
   again = checkpoints.load(out)
-  assert again.config == ckpt.config, (again.config, d)
+  assert again.config == ckpt.config
   check_against_model_garden(again, encoder, x, "model garden config")
 
 
@@ -726,6 +725,7 @@ def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path):
           c.embedding_size, c.num_attention_heads, c.hidden_act) == (
               "albert", 3, 1, 16, 4, "gelu")
   assert ckpt.vocab_file.endswith(".model")
+  assert ckpt.lower_case is True      # every public ALBERT lower-cases
   x = inputs(300)
   hub = tf.saved_model.load(folder)
   expected = hub(x, training=False)
@@ -749,22 +749,38 @@ def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path):
 
 
 # ------------------------------------------------------------- bert-convert
+def convert(source, out, to):
+  """`bert-convert` of this checkout (its scripts/convert.py run as the
+  console script runs it), which must succeed; its CompletedProcess."""
+  result = subprocess.run(
+      [sys.executable, os.path.join(REPO_ROOT, "scripts", "convert.py"),
+       f"--input={source}", f"--output={out}", f"--to={to}"],
+      capture_output=True, text=True, timeout=300, check=False)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return result
+
+
 def test_bert_convert_albert_tf1_to_hf(tmp_path):
   """`bert-convert` on a google-research ALBERT folder (with its
   SentencePiece 30k-clean.model) writes a Hugging Face folder that
   transformers' AlbertForPreTraining reads and that computes what the
   original computes, heads included."""
-  model = albert_model(1)
+  from bert import testing  # pylint: disable=g-import-not-at-top
+  vocab = testing.train_sentencepiece_vocab(
+      str(tmp_path / "spm"), testing.shared_data(
+          "corpus", "wikitext-2", "wiki.valid.tokens"), vocab_size=300)
+  model = albert_model(1, vocab_size=300)
   folder = albert_folder(model, str(tmp_path / "albert_base_v2"))
-  exe = os.path.join(os.path.dirname(sys.executable), "bert-convert")
+  os.link(os.path.join(vocab, "spiece.model"),
+          os.path.join(folder, "30k-clean.model"))
   out = str(tmp_path / "albert_hf")
-  result = subprocess.run([exe, f"--input={folder}", f"--output={out}",
-                           "--to=hf"], capture_output=True, text=True,
-                          timeout=300, check=False)
-  assert result.returncode == 0, result.stderr[-2000:]
+  result = convert(folder, out, "hf")
   assert "(tf1)" in result.stdout and "heads yes" in result.stdout
+  assert "lower_case True" in result.stdout
   again = transformers.AlbertForPreTraining.from_pretrained(out).eval()
-  x = inputs(99)
+  tokenizer = transformers.AlbertTokenizer.from_pretrained(out)
+  assert len(tokenizer) == 300 and tokenizer.do_lower_case
+  x = inputs(300)
   expected = albert_reference(model, x)
   got = albert_reference(again, x)
   for key, value in expected.items():
@@ -845,3 +861,52 @@ def test_model_garden_electra_pretrainer(tmp_path):
   kernel = head.dense.kernel.numpy()
   head.dense.kernel.assign(kernel.T)
   assert np.abs(head(ckpt.encoder(x)["sequence_output"]) - logits).max() > 1e-3
+
+
+def test_bert_convert_electra_generator_keeps_its_masked_lm_head(tmp_path):
+  """A google-research ELECTRA generator converts to a Hugging Face
+  ElectraForMaskedLM with its masked-LM head (ELECTRA has no sentence head;
+  only BERT's masked-LM head is dropped without its partner)."""
+  _, generator = electra_pair(hidden=256)
+  folder = electra_folder(None, generator, str(tmp_path / "gen"))
+  out = str(tmp_path / "gen_hf")
+  result = convert(folder, out, "hf")
+  assert "encoder only" not in result.stdout
+  again = transformers.ElectraForMaskedLM.from_pretrained(out).eval()
+  x = inputs(99)
+  with torch.no_grad():
+    expected = generator(**torch_inputs(x)).logits.numpy()
+    got = again(**torch_inputs(x)).logits.numpy()
+  close(got, expected, x["input_mask"], "converted generator")
+
+
+def test_tf1_hub_module_variables_read_as_tf1(tmp_path):
+  """A TF1 Hub ALBERT module (`hub.Module` format) is refused by name as a
+  SavedModel; its variables, named under `module/`, read as google-research
+  TF1 beside an albert_config.json."""
+  model = albert_model(1)
+  module = str(tmp_path / "albert_base_module")
+  os.makedirs(os.path.join(module, "variables"))
+  arrays = google_names(model.state_dict(), ALBERT_NAMES,
+                        skip=(r"^predictions\.", r"^sop_classifier\."))
+  write_tf1({"module/" + n: v for n, v in arrays.items()},
+            os.path.join(module, "variables", "variables"))
+  for name in ("saved_model.pb", "tfhub_module.pb"):
+    with open(os.path.join(module, name), "wb") as f:
+      f.write(b"")
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(module)
+  one_line(e, module, "tfhub_module.pb", "albert_config.json")
+  folder = str(tmp_path / "as_tf1")
+  os.makedirs(folder)
+  for f in os.listdir(os.path.join(module, "variables")):
+    os.link(os.path.join(module, "variables", f), os.path.join(folder, f))
+  with open(os.path.join(folder, "albert_config.json"), "w") as f:
+    json.dump(albert_config_json(model), f)
+  ckpt = checkpoints.load(folder)
+  x = inputs(99)
+  expected = albert_reference(model, x)
+  got = ours(ckpt, x)
+  for key in ("sequence_output", "pooled_output"):
+    close(got[key], expected[key], x["input_mask"] if key == "sequence_output"
+          else None, f"hub module {key}")
