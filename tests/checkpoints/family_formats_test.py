@@ -693,7 +693,8 @@ def test_model_garden_albert_errors(tmp_path):
 
 
 # ----------------------------------------------------- TF Hub ALBERT encoder
-def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path):
+@pytest.mark.parametrize("with_mlm", [False, True])
+def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path, with_mlm):
   """A TF Hub ALBERT encoder made by Model Garden's own export library
   (export_tfhub_lib, as albert_en_base was) from an AlbertEncoder
   checkpoint, with its SentencePiece asset: read by name (the layer count
@@ -711,15 +712,25 @@ def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path):
           max_position_embeddings=24, type_vocab_size=2, dropout_rate=0.0,
           attention_dropout_rate=0.0))
   encoder = model_garden_albert(vocab_size=300)
+  objects = dict(encoder=encoder)
+  if with_mlm:
+    # A pre-training checkpoint: the encoder and its masked-LM head.
+    from official.nlp.modeling import models  # pylint: disable=g-import-not-at-top
+    pretrainer = models.BertPretrainerV2(encoder_network=encoder)
+    pretrainer(dict(inputs(300), masked_lm_positions=np.array(
+        [[1, 2]] * 3, np.int32)))
+    for v in pretrainer.masked_lm.trainable_variables:
+      v.assign_add(np.random.RandomState(1).normal(0, 0.1, v.shape))
+    objects = pretrainer.checkpoint_items
   # save(), not write(): the exporter expects the save counter too.
-  prefix = tf.train.Checkpoint(encoder=encoder).save(
-      str(tmp_path / "mg" / "ckpt"))
+  prefix = tf.train.Checkpoint(**objects).save(str(tmp_path / "mg" / "ckpt"))
   folder = str(tmp_path / "albert_en_tiny")
   export_tfhub_lib.export_model(
       folder, encoder_config=encoder_config, model_checkpoint_path=prefix,
-      with_mlm=False, sp_model_file=os.path.join(vocab, "spiece.model"))
+      with_mlm=with_mlm, sp_model_file=os.path.join(vocab, "spiece.model"))
   assert checkpoints.detect_format(folder) == "tfhub"
-  ckpt = checkpoints.load(folder)
+  ckpt = checkpoints.load(folder, with_heads=True)
+  assert (ckpt.masked_lm is not None) == with_mlm
   c = ckpt.config
   assert (c.family, c.num_hidden_layers, c.num_hidden_groups,
           c.embedding_size, c.num_attention_heads, c.hidden_act) == (
@@ -733,6 +744,11 @@ def test_tfhub_albert_encoder_equals_the_saved_model(tmp_path):
   close(got["sequence_output"], expected["sequence_output"], x["input_mask"],
         "tfhub albert")
   close(got["pooled_output"], expected["pooled_output"], None, "tfhub albert")
+  if with_mlm:
+    positions = np.array([[1, 8], [2, 1], [3, 0]], np.int32)
+    mlm = hub.mlm(dict(**x, masked_lm_positions=positions), training=False)
+    close(ckpt.masked_lm(ckpt.encoder(x)["sequence_output"], positions),
+          mlm["mlm_logits"], None, "tfhub albert mlm")
   # Negative control: the shared block run once (one layer) is another model.
   import dataclasses  # pylint: disable=g-import-not-at-top
   from bert.networks.bert_encoder import BertEncoder  # pylint: disable=g-import-not-at-top
