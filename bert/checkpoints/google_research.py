@@ -139,16 +139,33 @@ def to_canonical(arrays: Dict[str, np.ndarray], source: str
   if family == "albert":
     return _albert_to_canonical(arrays, source), family
   if family == "electra":
-    return _electra_to_canonical(arrays), family
+    return _electra_to_canonical(arrays, source), family
   return arrays, family
 
 
+class _Names(dict):
+  """{our name: array}, where a second variable under one name (a file
+  holding both spellings of a weight) is an error naming both."""
+
+  def __init__(self, source):
+    super().__init__()
+    self._source = source
+    self._origin = {}
+
+  def put(self, name, value, origin):
+    if name in self:
+      raise CheckpointError(f"{self._source}: {origin} and "
+                            f"{self._origin[name]} are both {name}")
+    self[name] = value
+    self._origin[name] = origin
+
+
 def _albert_to_canonical(arrays, source):
-  out = {}
+  out = _Names(source)
   for name, value in arrays.items():
     m = _ALBERT_NAME.fullmatch(name)
     if m is None:
-      out[name] = value
+      out.put(name, value, name)
       continue
     if m.group("inner") != "0":
       # inner_group_num > 1 repeats several blocks inside each layer; every
@@ -156,16 +173,16 @@ def _albert_to_canonical(arrays, source):
       raise CheckpointError(
           f"{source}: {name}: inner_group_num > 1 (several blocks per ALBERT "
           "layer) is not supported; every released ALBERT has one")
-    out[f"bert/encoder/layer_{m.group('group')}/"
-        f"{_ALBERT_TO_OURS[m.group('sub')]}/{m.group('rest')}"] = value
-  return out
+    out.put(f"bert/encoder/layer_{m.group('group')}/"
+            f"{_ALBERT_TO_OURS[m.group('sub')]}/{m.group('rest')}", value, name)
+  return dict(out)
 
 
-def _electra_to_canonical(arrays):
+def _electra_to_canonical(arrays, source):
   discriminator = any(n.startswith("electra/encoder/") for n in arrays)
   rules = _DISCRIMINATOR if discriminator else _GENERATOR
   untied = any(n.startswith("generator/embeddings/") for n in arrays)
-  out = {}
+  out = _Names(source)
   for name, value in arrays.items():
     target = None
     for theirs, ours in rules:
@@ -175,13 +192,13 @@ def _electra_to_canonical(arrays):
         target = ours + name[len(theirs):]
         break
     if target is not None:
-      out[target] = value
+      out.put(target, value, name)
     elif name.startswith(_ELECTRA_SCOPES):
       # The other network of the pair (and its head): not this model's.
-      out[mapping.OTHER_NETWORK_PREFIX + name] = value
+      out.put(mapping.OTHER_NETWORK_PREFIX + name, value, name)
     else:
-      out[name] = value
-  return out
+      out.put(name, value, name)
+  return dict(out)
 
 
 def from_canonical(arrays: Dict[str, np.ndarray], family: str

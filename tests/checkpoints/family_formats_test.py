@@ -349,6 +349,17 @@ def test_albert_tf1_errors_name_the_file_and_variable(tmp_path):
   with pytest.raises(CheckpointError) as e:
     checkpoints.load(inner)
   one_line(e, "inner_group_1", "inner_group_num")
+  # Both spellings of one weight (ALBERT's and BERT's): which is meant?
+  both = str(tmp_path / "both")
+  os.makedirs(both)
+  write_tf1(dict(arrays, **{"bert/encoder/layer_0/output/LayerNorm/gamma":
+                            arrays[missing]}), os.path.join(both, "model.ckpt"))
+  os.link(os.path.join(folder, "albert_config.json"),
+          os.path.join(both, "albert_config.json"))
+  with pytest.raises(CheckpointError) as e:
+    checkpoints.load(both)
+  one_line(e, os.path.join(both, "model.ckpt"), missing,
+           "bert/encoder/layer_0/output/LayerNorm/gamma")
   # A config that asks for what no encoder here has.
   config = albert_config_json(model)
   with open(os.path.join(folder, "albert_config.json"), "w") as f:
