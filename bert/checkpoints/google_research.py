@@ -36,9 +36,10 @@ ELECTRA (`run_pretraining.py`: one checkpoint holds both networks):
   generator_predictions/{dense,LayerNorm}/..., .../output_bias
                                       its masked-LM head: cls/predictions/
                                       transform/..., cls/predictions/output_bias
-The discriminator is read when the file has one, else the generator; the
-other network's weights are kept under `mapping.OTHER_NETWORK_PREFIX`, so
-strict loading reports them as ignored. ELECTRA's `modeling.py` computes
+The discriminator is read when the file has one, else the generator (and
+the generator also when the folder's config file describes its width, not
+the discriminator's); the other network's weights are kept under
+`mapping.OTHER_NETWORK_PREFIX`, so strict loading reports them as ignored. ELECTRA's `modeling.py` computes
 "gelu" exactly (erf), which is our "gelu_exact"; ALBERT's is the tanh form,
 our "gelu".
 """
@@ -128,18 +129,27 @@ def is_google_research(names) -> bool:
                           _ELECTRA_SCOPES) for n in names)
 
 
-def to_canonical(arrays: Dict[str, np.ndarray], source: str
+def to_canonical(arrays: Dict[str, np.ndarray], source: str,
+                 hidden_size: Optional[int] = None
                  ) -> Tuple[Dict[str, np.ndarray], Optional[str]]:
   """({our TF1 name: array}, the family the names say or None) of a
   google-research checkpoint's arrays. Names of no rule are kept, so the
-  strict assignment names them."""
+  strict assignment names them. `hidden_size`, the width the folder's
+  config file describes, picks ELECTRA's generator from a file holding both
+  networks when it is the generator's width and not the discriminator's."""
   arrays = {n[len(_MODULE_PREFIX):] if n.startswith(_MODULE_PREFIX) else n: v
             for n, v in arrays.items()}
   family = names_family(arrays)
   if family == "albert":
     return _albert_to_canonical(arrays, source), family
   if family == "electra":
-    return _electra_to_canonical(arrays, source), family
+    widths = {scope: np.shape(arrays.get(
+        f"{scope}/encoder/layer_0/attention/self/query/kernel", ()))[-1:]
+              for scope in ("electra", "generator")}
+    generator = (hidden_size is not None
+                 and widths["generator"] == (hidden_size,)
+                 and widths["electra"] != (hidden_size,))
+    return _electra_to_canonical(arrays, source, generator), family
   return arrays, family
 
 
@@ -178,8 +188,9 @@ def _albert_to_canonical(arrays, source):
   return dict(out)
 
 
-def _electra_to_canonical(arrays, source):
-  discriminator = any(n.startswith("electra/encoder/") for n in arrays)
+def _electra_to_canonical(arrays, source, generator=False):
+  discriminator = not generator and any(n.startswith("electra/encoder/")
+                                        for n in arrays)
   rules = _DISCRIMINATOR if discriminator else _GENERATOR
   untied = any(n.startswith("generator/embeddings/") for n in arrays)
   out = _Names(source)

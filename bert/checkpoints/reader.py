@@ -173,8 +173,11 @@ def _read_google(folder, fmt):
   if fmt == "model_garden":
     arrays = model_garden.read(prefix)
   else:
+    config_file = os.path.join(folder, GOOGLE_CONFIG)
+    hidden_size = (BertConfig.from_json_file(config_file, format="google")
+                   .hidden_size if present(config_file) else None)
     arrays, family = google_research.to_canonical(tf1.read_arrays(prefix),
-                                                  prefix)
+                                                  prefix, hidden_size)
   config, _ = google_research.folder_config(folder, GOOGLE_CONFIG, arrays,
                                             family, prefix)
   vocab_file = _vocab_file(folder)

@@ -558,6 +558,30 @@ def test_electra_tf1_generator_alone_equals_transformers(tmp_path):
         x["input_mask"], "generator rewritten")
 
 
+def test_electra_tf1_generator_picked_by_its_config(tmp_path):
+  """From a file holding both networks, a bert_config.json of the
+  generator's width reads the generator (with its masked-LM head); the
+  discriminator is named as ignored."""
+  discriminator, generator = electra_pair()
+  folder = electra_folder(discriminator, generator, str(tmp_path / "both"))
+  c = generator.config
+  with open(os.path.join(folder, "bert_config.json"), "w") as f:
+    json.dump(dict(vocab_size=99, hidden_size=c.hidden_size,
+                   num_hidden_layers=3, num_attention_heads=1,
+                   intermediate_size=c.intermediate_size, hidden_act="gelu",
+                   max_position_embeddings=512, type_vocab_size=2,
+                   embedding_size=16), f)
+  ckpt = checkpoints.load(folder, with_heads=True)
+  assert ckpt.masked_lm is not None and ckpt.discriminator is None
+  assert ckpt.config.hidden_size == 16
+  assert "other_network/electra/encoder/layer_0/output/dense/kernel" in \
+      ckpt.ignored_variables
+  x = inputs(99)
+  with torch.no_grad():
+    expected = generator(**torch_inputs(x)).logits.numpy()
+  close(ours(ckpt, x)["logits"], expected, x["input_mask"], "generator")
+
+
 def test_electra_tf1_errors(tmp_path):
   discriminator, generator = electra_pair()
   folder = electra_folder(discriminator, generator, str(tmp_path / "e"))
