@@ -238,6 +238,11 @@ class BertConfig:
     """
     if isinstance(d.get("bert"), dict) and d.get("type", "bert") == "bert":
       d = d["bert"]
+    elif d.get("type") == "albert" and isinstance(d.get("albert"), dict):
+      # Model Garden's AlbertEncoder: one block shared by every layer.
+      d = dict(d["albert"], family="albert", num_hidden_groups=1)
+      if "embedding_width" in d:
+        d["embedding_size"] = d.pop("embedding_width")
     if "num_layers" in d and "num_hidden_layers" not in d:
       d = {_ENCODER_CONFIG_NAMES.get(k, k): v for k, v in d.items()}
     missing = [k for k in _STRUCTURAL_FIELDS if k not in d]

@@ -2,9 +2,11 @@
 
   bert-convert --input=PATH --output=PATH --to=tf2|tf1|hf|model_garden [--with_heads]
 
-The input format is detected (google-research TF1, Model Garden TF2, Hugging
-Face safetensors, TF Hub SavedModels, KerasHub presets, this library's TF2, or
-a bert-train run's model_dir). Every weight is matched strictly;
+The input format is detected (google-research TF1 BERT, ALBERT and ELECTRA,
+Model Garden TF2 BertEncoder, AlbertEncoder and ElectraPretrainer, Hugging
+Face safetensors, TF Hub SavedModels (BERT and ALBERT), KerasHub presets, this
+library's TF2, or a bert-train run's model_dir). Written as tf1, ALBERT and
+ELECTRA keep their repositories' own names. Every weight is matched strictly;
 a mismatch stops with an error naming the variable, shapes and file. The
 output folder is written atomically (replaced only once complete).
 """
@@ -62,9 +64,11 @@ def main(argv):
           f"--do_lower_case={FLAGS.do_lower_case} contradicts the input, "
           f"which says do_lower_case={lower_case}")
     lower_case = FLAGS.do_lower_case
-  if ckpt.masked_lm is not None and ckpt.next_sentence is None:
+  if (ckpt.masked_lm is not None and ckpt.next_sentence is None
+      and c.family == "bert"):
     # TF Hub's `mlm` sub-model: the formats written here store both BERT
-    # heads or neither.
+    # heads or neither (the other families' masked-LM head goes alone: an
+    # ELECTRA generator's, an ALBERT without its sentence-order head).
     print("The input has a masked-LM head but no next-sentence head; the "
           "output holds the encoder only")
     ckpt.masked_lm = None

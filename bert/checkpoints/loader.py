@@ -5,13 +5,18 @@ Formats (detected from the folder):
   "tf2"           this library's: tf.train.Checkpoint + bert_config.json +
                   bert_checkpoint.json (+ vocab.txt)
   "tf1"           google-research: bert_config.json + bert_model.ckpt.* with
-                  the original variable names (+ vocab.txt)
-  "model_garden"  Model Garden TF2: tf.train.Checkpoint(encoder=BertEncoder)
-                  + bert_config.json
+                  the original variable names (+ vocab.txt); ALBERT's
+                  (albert_config.json, 30k-clean.model) and ELECTRA's
+                  (electra/..., config optional) own names too
+                  (bert/checkpoints/google_research.py)
+  "model_garden"  Model Garden TF2: tf.train.Checkpoint(encoder=BertEncoder
+                  or AlbertEncoder) + bert_config.json (or albert_config.json),
+                  or an ElectraPretrainer's training checkpoint
   "hf"            Hugging Face: config.json + model.safetensors (+ vocab.txt)
-  "tfhub"         a TF Hub BERT encoder SavedModel (Model Garden's
-                  export_tfhub): config from the variables, vocab and casing
-                  from its assets (read, never run)
+  "tfhub"         a TF Hub BERT or ALBERT encoder SavedModel (Model
+                  Garden's export_tfhub): config from the variables (ALBERT's
+                  layer count from its Keras metadata), vocab and casing from
+                  its assets (read, never run)
   "keras_hub"     a KerasHub BertBackbone preset: config.json,
                   model.weights.h5, tokenizer.json + assets/tokenizer/
   "run"           a `bert-train` model_dir (pre-training, fine-tuning or

@@ -43,12 +43,18 @@ from bert.config import BertConfig
 
 HEAD_PREFIX = "cls/"
 DISCRIMINATOR_PREFIX = HEAD_PREFIX + "discriminator_predictions/"
+# The weights of another network kept in the same file (a google-research
+# ELECTRA checkpoint holds the generator beside the discriminator), under
+# their own names: not this model's, reported as ignored.
+OTHER_NETWORK_PREFIX = "other_network/"
 
-# Source names that carry no model weights: optimizer state and counters.
+# Source names that carry no model weights: optimizer state and counters,
+# and another network's weights kept in the same file.
 _IGNORABLE = re.compile(
     r"(^|/)(global_step|bad_steps|good_steps|loss_scale|current_loss_scale)$"
     r"|/adam_[mv]$|/Momentum$|/LAMB(_1)?$|^_CHECKPOINTABLE_OBJECT_GRAPH$"
-    r"|^save_counter|^optimizer/|/\.OPTIMIZER_SLOT/")
+    r"|^save_counter|^optimizer/|/\.OPTIMIZER_SLOT/|^" +
+    re.escape(OTHER_NETWORK_PREFIX))
 
 
 def is_ignorable(name: str) -> bool:

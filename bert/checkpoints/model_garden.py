@@ -15,12 +15,23 @@ checkpoint. Its masked-LM head (`masked_lm/...`) maps to google-research's
 `cls/predictions`; Model Garden's other heads (`next_sentence.pooler_dense`,
 `classification_heads`) have no TF1 counterpart and come back under
 `cls/model_garden/` (ignored unless the heads are asked for).
+Model Garden's ALBERT, `AlbertEncoder`, is a functional model whose one
+block every layer shares; only its embedding tables have attribute paths, so
+its layer list is read (the block as `layer_0`). In an `ElectraPretrainer`
+training checkpoint (`model/discriminator_network`, `model/generator_
+network`, ...) the discriminator is the encoder read and its head
+(`discriminator_projection`, `discriminator_head`) ELECTRA's
+`cls/discriminator_predictions/dense{,_1}`; the generator's weights are kept
+under `mapping.OTHER_NETWORK_PREFIX` (ignored). Its exported checkpoint
+(`checkpoint_items`: `encoder=` the discriminator) is a plain `BertEncoder`
+checkpoint.
 Attention kernels are [hidden, heads, head_size] there and are reshaped to
 the TF1 [hidden, hidden].
 
 Writing produces the functional layout, which `tfm.nlp.networks.BertEncoder`
 (and Model Garden's `EncoderConfig(type="bert")`) restores with
-`tf.train.Checkpoint(encoder=encoder).read(path)`.
+`tf.train.Checkpoint(encoder=encoder).read(path)`; for ALBERT with one group,
+the same layout is `tfm.nlp.networks.AlbertEncoder`'s.
 """
 
 import re
@@ -29,6 +40,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
+from bert.checkpoints import mapping
 from bert.checkpoints import object_graph
 from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
@@ -83,6 +95,18 @@ _OTHER_HEADS = re.compile(r"(?:.+/)?(?:next_sentence\.\.pooler_dense|"
 OTHER_HEADS_PREFIX = "cls/model_garden/"
 
 
+# Model Garden's `ElectraPretrainer` (a training checkpoint,
+# `tf.train.Checkpoint(model=pretrainer)`): its discriminator is the encoder
+# read; the generator's network and heads are another model.
+_ELECTRA_ROOT = re.compile(r"(?P<root>(?:.+/)?)discriminator_network/.+")
+_ELECTRA_HEAD = {
+    "discriminator_projection/kernel": "dense/kernel",
+    "discriminator_projection/bias": "dense/bias",
+    "discriminator_head/kernel": "dense_1/kernel",
+    "discriminator_head/bias": "dense_1/bias",
+}
+
+
 def is_model_garden(keys) -> bool:
   return any(k.endswith(_SUFFIX) and (
       "/layer_with_weights-" in k or "/_transformer_layers/" in k) for k in keys)
@@ -130,23 +154,41 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
   ignores them by name.
   """
   out: Dict[str, np.ndarray] = {}
-  roots = set()
-  functional: Dict[int, Dict[str, np.ndarray]] = {}
+  electra = next((m.group("root") for key in arrays
+                  for m in map(_ELECTRA_ROOT.fullmatch,
+                               (paths or {}).get(key, [key])) if m), None)
+  # Each encoder weight by attribute path and, where the layer list reaches
+  # it, by position: {key: ((root, TF1 name) or None, value)} and
+  # {layer index: {(sub-path, key): value}}.
+  attribute: Dict[str, tuple] = {}
+  functional: Dict[int, Dict[tuple, np.ndarray]] = {}
   functional_root = None
   for key, value in arrays.items():
     if not key.endswith(_SUFFIX) or "/.OPTIMIZER_SLOT/" in key:
       out[key] = value
       continue
     candidates = [p[:-len(_SUFFIX)] for p in (paths or {}).get(key, [key])]
+    if electra is not None:
+      head = next((_ELECTRA_HEAD[p[len(electra):]] for p in candidates
+                   if p.startswith(electra)
+                   and p[len(electra):] in _ELECTRA_HEAD), None)
+      if head:
+        out[mapping.DISCRIMINATOR_PREFIX + head] = value
+        continue
+      candidates = [p for p in candidates
+                    if p.startswith(electra + "discriminator_network/")]
+      if not candidates:
+        out[mapping.OTHER_NETWORK_PREFIX + key] = value
+        continue
     named = next((n for n in map(_attribute_name, candidates) if n), None)
-    if named:
-      roots.add(named[0])
-      out[named[1]] = flatten(named[1], value)
-      continue
     m = next((m for m in map(_FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
     if m:
       functional_root = m.group("root")
       functional.setdefault(int(m.group("index")), {})[(m.group("sub"), key)] = value
+    if named:
+      attribute[key] = (named, value)
+      continue
+    if m:
       continue
     m = next((m for m in map(_MASKED_LM_PATH.fullmatch, candidates) if m), None)
     if m:
@@ -155,18 +197,32 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
       out[OTHER_HEADS_PREFIX + candidates[0]] = value
     else:
       out[key] = value
-  if functional and not roots:
-    # Only the layer list names the weights: read it by position.
+  # Attribute paths name the blocks of `BertEncoder` and `BertEncoderV2`;
+  # `AlbertEncoder` keeps attributes for its embedding tables only, and its
+  # one shared block is reached by the layer list alone.
+  by_attribute = any(name.startswith("bert/encoder/layer_")
+                     for (_, name), _ in attribute.values())
+  roots = set()
+  if functional and not by_attribute:
+    # The layer list names the weights: read them by position.
     roots.add(functional_root)
+    listed = {key for layer in functional.values() for (_, key) in layer}
+    for key, ((root, name), value) in attribute.items():
+      if key not in listed:
+        roots.add(root)
+        out[name] = flatten(name, value)
     out.update(_functional_to_tf1(
         {i: {sub: v for (sub, _), v in layer.items()}
          for i, layer in functional.items()},
         f"{functional_root}/" if functional_root else "", source))
   else:
-    # Attribute paths named the encoder; what only the layer list reaches is
-    # not one of its weights, and is reported under its own key.
+    for (root, name), value in attribute.values():
+      roots.add(root)
+      out[name] = flatten(name, value)
+    # What only the layer list reaches is not one of the encoder's weights,
+    # and is reported under its own key.
     out.update({key: v for layer in functional.values()
-                for (_, key), v in layer.items()})
+                for (_, key), v in layer.items() if key not in attribute})
   if len(roots) != 1:
     raise CheckpointError(f"{source}: expected one encoder root object, found "
                           f"{sorted(r or '(top level)' for r in roots) or 'none'}")
@@ -222,6 +278,21 @@ def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], root: str,
 
 
 # ------------------------------------------------------------------- write
+def check_writable(config) -> None:
+  """A CheckpointError unless a Model Garden encoder holds a model of
+  `config`: `BertEncoder` (BERT), or `AlbertEncoder`, whose one block every
+  layer shares (ALBERT with num_hidden_groups=1), both post-LN with a pooler
+  and a token-type table."""
+  family = config.family
+  if family == "albert" and (config.num_hidden_groups or 1) != 1:
+    raise CheckpointError(
+        f"save: Model Garden's AlbertEncoder shares one block among all "
+        f"layers; this ALBERT has num_hidden_groups={config.num_hidden_groups}")
+  if family not in ("bert", "albert"):
+    raise CheckpointError(f"save: Model Garden's BertEncoder cannot hold a "
+                          f"{family} encoder; write \"tf2\" or \"hf\"")
+
+
 def from_tf1(arrays: Dict[str, np.ndarray], num_heads: int) -> Dict[str, np.ndarray]:
   """{TF1 name: array} (encoder only) -> {functional-layout object path under
   `encoder`: array}, attention weights in Model Garden's 3-D shapes."""

@@ -15,6 +15,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from bert.checkpoints import google_research
 from bert.checkpoints import hf
 from bert.checkpoints import keras_hub
 from bert.checkpoints import mapping
@@ -56,11 +57,12 @@ def detect_format(path: str) -> str:
     keys = _checkpoint_keys(tf1.find_prefix(folder))
     if model_garden.is_model_garden(keys):
       return "model_garden"
-    if any(k.startswith("bert/") for k in keys):
+    if google_research.is_google_research(keys):
       return "tf1"
     raise CheckpointError(f"{folder}: a TF checkpoint, but neither "
-                          "google-research TF1 names (bert/...) nor a Model "
-                          "Garden encoder")
+                          "google-research TF1 names (bert/..., ALBERT's "
+                          "bert/encoder/transformer/..., ELECTRA's "
+                          "electra/...) nor a Model Garden encoder")
   raise CheckpointError(
       f"{folder}: unknown checkpoint format (found "
       f"{', '.join(sorted(files)) or 'no files'}); expected {METADATA_FILE}, "
@@ -108,8 +110,21 @@ def read_folder(folder, fmt, preprocessing):
     if config is None:
       config = tfhub.infer_config(
           arrays, heads, tfhub.activation(tfhub.graph_ops(folder)), folder)
+      layers = tfhub.albert_layers(folder)
+      if layers is not None:
+        # Model Garden's AlbertEncoder (TF Hub albert_en_*): its one block
+        # serves every layer.
+        config = dataclasses.replace(config, family="albert",
+                                     num_hidden_layers=layers,
+                                     num_hidden_groups=1)
     vocab_file, preprocessing_lower_case = tfhub.assets(
         folder, preprocessing, required=vocab_required)
+    if (vocab_required and config.family == "bert" and vocab_file
+        and vocab_file.endswith(".model")):
+      raise CheckpointError(
+          f"{folder}: a SentencePiece vocab (ALBERT's), but no AlbertEncoder "
+          f"in its Keras metadata ({tfhub.KERAS_METADATA}): how many layers "
+          "share its one block is unknown")
     if (lower_case is not None and preprocessing_lower_case is not None
         and lower_case != preprocessing_lower_case):
       raise CheckpointError(
@@ -118,12 +133,15 @@ def read_folder(folder, fmt, preprocessing):
           f"(do_lower_case={lower_case})")
     if lower_case is None:
       lower_case = preprocessing_lower_case
-    return (config, arrays, vocab_file, lower_case,
+    return (config, arrays, vocab_file,
+            _albert_casing(lower_case, config, vocab_file),
             os.path.join(folder, tfhub.VARIABLES))
   if fmt == "keras_hub":
     vocab_file, lower_case = keras_hub.tokenizer(folder)
     return (keras_hub.read_config(folder), keras_hub.read(folder), vocab_file,
             lower_case, os.path.join(folder, keras_hub.WEIGHTS))
+  if fmt in ("tf1", "model_garden"):
+    return _read_google(folder, fmt)
   config = _read_config(folder, HF_CONFIG if fmt == "hf" else GOOGLE_CONFIG)
   lower_case = _lower_case(folder, fmt)
   vocab_file = _vocab_file(folder)
@@ -142,20 +160,55 @@ def read_folder(folder, fmt, preprocessing):
           config, use_pooler="bert/pooler/dense/kernel" in arrays)
     return (config, arrays, vocab_file, lower_case,
             os.path.join(folder, hf.SAFETENSORS))
+  return config, None, vocab_file, lower_case, folder
+
+
+def _read_google(folder, fmt):
+  """`read_folder` of a google-research TF1 (BERT, ALBERT, ELECTRA) or a
+  Model Garden TF2 checkpoint: the arrays first, whose names say the
+  family where its repository named them its own way
+  (`google_research`), then the config."""
   prefix = tf1.find_prefix(folder)
-  arrays = (model_garden.read(prefix) if fmt == "model_garden"
-            else tf1.read_arrays(prefix))
-  return config, arrays, vocab_file, lower_case, prefix
+  family = None
+  if fmt == "model_garden":
+    arrays = model_garden.read(prefix)
+  else:
+    config_file = os.path.join(folder, GOOGLE_CONFIG)
+    hidden_size = (BertConfig.from_json_file(config_file, format="google")
+                   .hidden_size if present(config_file) else None)
+    arrays, family = google_research.to_canonical(tf1.read_arrays(prefix),
+                                                  prefix, hidden_size)
+  config, _ = google_research.folder_config(folder, GOOGLE_CONFIG, arrays,
+                                            family, prefix)
+  vocab_file = _vocab_file(folder)
+  return (config, arrays, vocab_file,
+          _albert_casing(_lower_case(folder, fmt), config, vocab_file),
+          prefix)
+
+
+def _albert_casing(lower_case, config, vocab_file):
+  """`lower_case`, or True for an ALBERT with a SentencePiece model and no
+  word on its casing: every public ALBERT lower-cases (google-research's
+  do_lower_case; Model Garden's export_tfhub_lib implies it for ALBERT's
+  encoders, which record none)."""
+  if (lower_case is None and config.family == "albert" and vocab_file
+      and vocab_file.endswith(".model")):
+    return True
+  return lower_case
 
 
 def _vocab_file(folder) -> Optional[str]:
   """The folder's vocabulary file: vocab.txt (WordPiece), vocab.json with
-  merges.txt (byte-level BPE) or spiece.model (SentencePiece); None
-  without one."""
+  merges.txt (byte-level BPE) or spiece.model (SentencePiece), or else its
+  one SentencePiece `*.model` (google-research ALBERT's 30k-clean.model);
+  None without one."""
   for name in (VOCAB_FILE, "vocab.json", "spiece.model"):
     path = os.path.join(folder, name)
     if present(path):
       return path
+  models = sorted(f for f in os.listdir(folder) if f.endswith(".model"))
+  if len(models) == 1 and present(os.path.join(folder, models[0])):
+    return os.path.join(folder, models[0])
   return None
 
 
@@ -166,7 +219,12 @@ def _config_file(folder, fmt) -> Optional[str]:
   if fmt == "tfhub":
     own = os.path.join(folder, "assets", tfhub.OWN_CONFIG)
     return own if present(own) else None      # else inferred from the weights
-  return os.path.join(folder, GOOGLE_CONFIG)
+  google = os.path.join(folder, GOOGLE_CONFIG)
+  albert = os.path.join(folder, google_research.ALBERT_CONFIG)
+  if fmt in ("tf1", "model_garden") and not present(google):
+    # ALBERT's own file, or none (a released ELECTRA: inferred)
+    return albert if present(albert) else None
+  return google
 
 
 def check_before_building(folder, fmt, config, arrays, heads, source,

@@ -8,6 +8,7 @@ from typing import Optional, Union
 import tensorflow as tf
 from absl import logging
 
+from bert.checkpoints import google_research
 from bert.checkpoints import hf
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
@@ -49,10 +50,8 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
                          "BertBackbone.from_preset(folder))"}.get(format, "")
     raise CheckpointError(f"cannot write format {format!r}; use one of "
                           f"{', '.join(WRITABLE_FORMATS)}{hint}")
-  if format == "model_garden" and obj.config.family != "bert":
-    raise CheckpointError(f"save: Model Garden's BertEncoder cannot hold a "
-                          f"{obj.config.family} encoder; write \"tf2\" or "
-                          "\"hf\"")
+  if format == "model_garden":
+    model_garden.check_writable(obj.config)
   if obj.next_sentence is not None and obj.masked_lm is None:
     raise CheckpointError("save: a sentence head (next_sentence) needs the "
                           "masked-LM head (masked_lm) too")
@@ -111,12 +110,22 @@ def save(obj: Union[BertCheckpoint, BertEncoder], path: str,
                          obj.config.num_attention_heads,
                          os.path.join(tmp, tf1.DEFAULT_PREFIX))
       obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
+      if obj.config.family == "albert":
+        _write_json(os.path.join(tmp, google_research.ALBERT_CONFIG),
+                    google_research.albert_config_dict(obj.config))
     else:
       arrays = mapping.to_tf1(obj.encoder, obj.masked_lm, obj.next_sentence,
                               obj.discriminator)
       if format == "tf1":
-        tf1.write_arrays(arrays, os.path.join(tmp, tf1.DEFAULT_PREFIX))
+        # In the names of the family's own repository (ALBERT's groups,
+        # ELECTRA's electra/ scope), so its code reads the file too.
+        tf1.write_arrays(
+            google_research.from_canonical(arrays, obj.config.family),
+            os.path.join(tmp, tf1.DEFAULT_PREFIX))
         obj.config.to_json_file(os.path.join(tmp, GOOGLE_CONFIG))
+        if obj.config.family == "albert":
+          _write_json(os.path.join(tmp, google_research.ALBERT_CONFIG),
+                      google_research.albert_config_dict(obj.config))
       else:
         family = obj.config.family
         hf.write(arrays, tmp, family=family)

@@ -22,8 +22,15 @@ the 2020 TF Hub releases say `bert_model/encoder/layer_i/...`):
   output_layer_norm}/..., pooler_transform/{kernel,bias}
 and with `mlm` (the masked-LM sub-model): .../cls/predictions/{output_bias/
 bias, transform/dense/..., transform/LayerNorm/...}.
+
+TF Hub's ALBERT encoders (`albert_en_base`, ...) are Model Garden's
+`AlbertEncoder`: the same names, one block `transformer/...` that every layer
+runs, and a SentencePiece model as their asset. How many layers run it is in
+no weight; it is read from the AlbertEncoder's Keras config
+(keras_metadata.pb, or saved_model.pb's object metadata before TF 2.5).
 """
 
+import json
 import os
 import re
 from typing import Dict, Optional, Tuple
@@ -43,6 +50,8 @@ from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
 
 SAVED_MODEL = "saved_model.pb"
+KERAS_METADATA = "keras_metadata.pb"
+TF1_HUB_MODULE = "tfhub_module.pb"
 VARIABLES = os.path.join("variables", "variables")
 
 _EMBEDDINGS = {
@@ -113,6 +122,13 @@ def read(folder: str) -> Tuple[Dict[str, np.ndarray], Optional[bool],
   strict loading names them.
   """
   prefix = os.path.join(folder, VARIABLES)
+  if os.path.exists(os.path.join(folder, TF1_HUB_MODULE)):
+    # TF1 Hub format (hub.Module): a name-based checkpoint and a TF1 graph,
+    # with no config and no object graph to read the layout from.
+    raise CheckpointError(
+        f"{folder}: a TF1 Hub module ({TF1_HUB_MODULE}), not a TF2 SavedModel; "
+        f"its {VARIABLES}.* beside the model's bert_config.json (ALBERT: "
+        "albert_config.json) read as a google-research TF1 checkpoint")
   with tf1.reading(prefix):
     reader = tf.train.load_checkpoint(prefix)
     keys = reader.get_variable_to_shape_map()
@@ -197,14 +213,17 @@ def assets(folder: str, preprocessing: Optional[str] = None,
   `required`, a SavedModel with no vocab gives (None, None)."""
   source = preprocessing or folder
   asset_dir = os.path.join(source, "assets")
-  texts = sorted(f for f in (os.listdir(asset_dir) if os.path.isdir(asset_dir)
-                             else []) if f.endswith(".txt"))
+  files = os.listdir(asset_dir) if os.path.isdir(asset_dir) else []
+  texts = sorted(f for f in files if f.endswith(".txt"))
+  if not texts:
+    # ALBERT's encoders carry a SentencePiece model (30k-clean.model).
+    texts = sorted(f for f in files if f.endswith(".model"))
   if not texts and not required and not preprocessing:
     return None, None
   if len(texts) != 1:
     raise CheckpointError(
-        f"{asset_dir}: expected one vocab .txt asset, found "
-        f"{', '.join(texts) or 'none'}" + ("" if preprocessing else
+        f"{asset_dir}: expected one vocab .txt (or SentencePiece .model) "
+        f"asset, found {', '.join(texts) or 'none'}" + ("" if preprocessing else
         " (give the matching bert_*_preprocess SavedModel as preprocessing)"))
   lower_case = None
   if preprocessing:
@@ -212,9 +231,50 @@ def assets(folder: str, preprocessing: Optional[str] = None,
   return os.path.join(asset_dir, texts[0]), lower_case
 
 
-def graph_ops(folder: str):
-  """The op types used by the SavedModel's graph and functions (the proto
-  is parsed; nothing is run)."""
+def albert_layers(folder: str) -> Optional[int]:
+  """The number of layers of a Model Garden `AlbertEncoder` in the
+  SavedModel (its Keras config, in keras_metadata.pb or, in SavedModels of
+  before TF 2.5, in saved_model.pb), or None when it holds none. ALBERT's
+  weights cannot say it: every layer runs the one shared block."""
+  for config in _keras_configs(folder):
+    if (config.get("class_name", "").rpartition(">")[2] == "AlbertEncoder"
+        and isinstance(config.get("config"), dict)):
+      layers = config["config"].get("num_layers")
+      if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        raise CheckpointError(f"{folder}: its AlbertEncoder's num_layers is "
+                              f"{layers!r}, not a positive integer")
+      return layers
+  return None
+
+
+def _keras_configs(folder: str):
+  """The Keras metadata (JSON objects) of the SavedModel's objects."""
+  texts = []
+  path = os.path.join(folder, KERAS_METADATA)
+  if os.path.exists(path):
+    from tf_keras.protobuf import saved_metadata_pb2  # pylint: disable=g-import-not-at-top
+    proto = saved_metadata_pb2.SavedMetadata()
+    try:
+      with open(path, "rb") as f:
+        proto.ParseFromString(f.read())
+    except Exception as e:  # protobuf's DecodeError has no stable import path
+      raise CheckpointError(f"{path}: unreadable ({type(e).__name__})") from e
+    texts += [n.metadata for n in proto.nodes]
+  for meta in _saved_model(folder).meta_graphs:
+    texts += [n.user_object.metadata for n in meta.object_graph_def.nodes
+              if n.WhichOneof("kind") == "user_object"]
+  for text in texts:
+    if "AlbertEncoder" not in text:
+      continue
+    try:
+      value = json.loads(text)
+    except ValueError:
+      continue            # not Keras metadata: nothing said about ALBERT
+    if isinstance(value, dict):
+      yield value
+
+
+def _saved_model(folder: str):
   path = os.path.join(folder, SAVED_MODEL)
   proto = saved_model_pb2.SavedModel()
   try:
@@ -222,6 +282,13 @@ def graph_ops(folder: str):
       proto.ParseFromString(f.read())
   except Exception as e:  # protobuf's DecodeError has no stable import path
     raise CheckpointError(f"{path}: not a SavedModel ({type(e).__name__})") from e
+  return proto
+
+
+def graph_ops(folder: str):
+  """The op types used by the SavedModel's graph and functions (the proto
+  is parsed; nothing is run)."""
+  proto = _saved_model(folder)
   ops = set()
   for meta in proto.meta_graphs:
     ops.update(n.op for n in meta.graph_def.node)
