@@ -227,5 +227,5 @@ def train_sentencepiece_vocab(folder: str, corpus: str,
   """An ALBERT-style SentencePiece model trained on the lines of `corpus`
   (`bert.data.vocab_training`), written into `folder`; returns `folder`."""
   from bert.data.vocab_training import train_vocab  # pylint: disable=g-import-not-at-top
-  train_vocab("sentencepiece", [corpus], folder, vocab_size)
+  train_vocab("sentencepiece", [corpus], folder, vocab_size, lower_case=False)
   return folder

@@ -1,7 +1,7 @@
 """bert-train-vocab: raw text -> a BERT, RoBERTa or ALBERT vocabulary.
 
   bert-train-vocab --kind=wordpiece --input_file=corpus/*.txt \\
-      --output_dir=vocab/bert --vocab_size=8000 [--nolower_case]
+      --output_dir=vocab/bert --vocab_size=8000 [--nolower_case: cased]
   bert-train-vocab --kind=byte_pair --input_file=corpus/*.txt \\
       --output_dir=vocab/roberta --vocab_size=8000
   bert-train-vocab --kind=sentencepiece --input_file=corpus/*.txt \\
@@ -31,8 +31,9 @@ flags.DEFINE_string("output_dir", None, "Folder for the vocabulary files.")
 flags.DEFINE_integer("vocab_size", 8000, "Tokens in the vocabulary.",
                      lower_bound=300)
 flags.DEFINE_bool("overwrite", False, "Replace an earlier vocabulary there.")
-flags.DEFINE_bool("lower_case", True, "wordpiece: an uncased vocabulary "
-                  "(lower-cased, accents stripped).")
+flags.DEFINE_bool("lower_case", None, "Train on lower-cased text (WordPiece "
+                  "also strips accents). Default: the family's (wordpiece and "
+                  "sentencepiece lower-cased, byte_pair cased).")
 flags.mark_flags_as_required(["kind", "input_file", "output_dir"])
 
 

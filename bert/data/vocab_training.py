@@ -5,7 +5,7 @@ each family's special tokens at the front. What `bert-train-vocab` runs; the fil
 `bert.layers.Vocabulary` and with transformers' tokenizers alike."""
 
 import os
-from typing import Sequence
+from typing import Optional, Sequence
 
 from bert.data.errors import DataError
 from bert.io import atomic_folder
@@ -24,14 +24,22 @@ FILE_OF_KIND = {"wordpiece": "vocab.txt", "byte_pair": "vocab.json",
 
 def train_vocab(kind: str, files: Sequence[str], output_dir: str,
                 vocab_size: int, overwrite: bool = False,
-                lower_case: bool = True) -> str:
+                lower_case: Optional[bool] = None) -> str:
   """Trains a `kind` vocabulary of `vocab_size` tokens on the lines of
   `files` and writes it into `output_dir` (vocab.txt; vocab.json and
   merges.txt; or spiece.model), whole or not at all; returns the vocabulary
-  file. `lower_case` applies to WordPiece (uncased: lower-cased, accents
-  stripped, as BertTokenizer does before splitting)."""
+  file. `lower_case`: train on lower-cased text, as the family's tokenizer
+  lower-cases before splitting (WordPiece uncased also strips accents); None
+  is the family's default: uncased WordPiece (bert-base-uncased, ELECTRA),
+  lower-cased SentencePiece (ALBERT), cased byte-level BPE (RoBERTa, which
+  has no lower-casing)."""
   if kind not in KINDS:
     raise DataError(f"kind={kind!r}: expected one of {', '.join(KINDS)}")
+  if lower_case is None:
+    lower_case = kind != "byte_pair"
+  if lower_case and kind == "byte_pair":
+    raise DataError("lower_case=True: RoBERTa's byte-level BPE is cased (its "
+                    "tokenizer never lower-cases)")
   if vocab_size < 300:
     raise DataError(f"vocab_size={vocab_size}: at least 300 (byte-level BPE "
                     "starts from 256 byte symbols)")
@@ -55,7 +63,7 @@ def train_vocab(kind: str, files: Sequence[str], output_dir: str,
     elif kind == "byte_pair":
       _byte_pair(files, tmp, vocab_size)
     else:
-      _sentencepiece(files, tmp, vocab_size)
+      _sentencepiece(files, tmp, vocab_size, lower_case)
   return os.path.join(output_dir, FILE_OF_KIND[kind])
 
 
@@ -76,11 +84,19 @@ def _byte_pair(files, folder, vocab_size):
   trainer.save_model(folder)
 
 
-def _sentencepiece(files, folder, vocab_size):
+def _lines(files, lower_case):
+  for path in files:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        yield line.lower() if lower_case else line
+
+
+def _sentencepiece(files, folder, vocab_size, lower_case):
   import sentencepiece  # pylint: disable=g-import-not-at-top
   try:
     sentencepiece.SentencePieceTrainer.train(
-        input=list(files), model_prefix=os.path.join(folder, "spiece"),
+        sentence_iterator=_lines(files, lower_case),
+        model_prefix=os.path.join(folder, "spiece"),
         vocab_size=vocab_size, model_type="unigram", pad_id=0, unk_id=1,
         bos_id=-1, eos_id=-1, control_symbols=list(SENTENCEPIECE_CONTROLS),
         input_sentence_size=1_000_000, shuffle_input_sentence=False,

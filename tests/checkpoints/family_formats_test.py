@@ -64,12 +64,15 @@ def torch_inputs(x):
 
 
 def close(ours, theirs, mask, what):
-  """max |ours - theirs| over the real (unpadded) tokens <= TOL."""
+  """max |ours - theirs| over the real (unpadded) tokens <= TOL, relative
+  to the outputs' scale where it passes 1 (fp32 rounding grows with it:
+  unseeded random heads give logits of a few units)."""
   ours, theirs = np.asarray(ours), np.asarray(theirs)
   assert ours.shape == theirs.shape, (what, ours.shape, theirs.shape)
   real = mask.astype(bool) if ours.ndim >= 2 and mask is not None else ...
   diff = np.abs(ours - theirs)[real].max()
-  assert diff <= TOL, f"{what}: max abs diff {diff:.2e}"
+  scale = max(1.0, float(np.abs(theirs[real]).max()))
+  assert diff <= TOL * scale, f"{what}: max abs diff {diff:.2e} (scale {scale:.1f})"
 
 
 def randomized(model):

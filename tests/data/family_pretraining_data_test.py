@@ -194,6 +194,23 @@ def test_train_vocab_writes_each_kind_and_refuses_bad_input(tmp_path):
     train_vocab("sentencepiece", [corpus], str(tmp_path / "big"), 200_000)
   one_line(e, "vocab_size=200000")
   assert not os.path.exists(tmp_path / "big")
+  # Casing: ALBERT's and uncased WordPiece vocabularies are trained on
+  # lower-cased text unless asked; RoBERTa's BPE is cased only.
+  def has_upper(kind, folder):
+    return any(any(c.isupper() for c in t if c.isalpha())
+               for t in Vocabulary.from_file(os.path.join(
+                   folder, {"wordpiece": "vocab.txt",
+                            "sentencepiece": "spiece.model"}[kind])).tokens
+               if not (t.startswith("[") or t.startswith("<")))
+  for kind in ("wordpiece", "sentencepiece"):
+    assert not has_upper(kind, str(tmp_path / kind))
+    train_vocab(kind, [corpus], str(tmp_path / kind), 1000, overwrite=True,
+                lower_case=False)
+    assert has_upper(kind, str(tmp_path / kind))
+  with pytest.raises(DataError) as e:
+    train_vocab("byte_pair", [corpus], str(tmp_path / "c"), 1000,
+                lower_case=True)
+  one_line(e, "lower_case=True", "cased")
   with pytest.raises(DataError) as e:
     train_vocab("bpe", [corpus], str(tmp_path / "w"), 1000)
   one_line(e, "kind='bpe'")
