@@ -47,6 +47,7 @@ from bert.checkpoints.reader import (GOOGLE_CONFIG, HF_CONFIG, METADATA_FILE,
                                      check_before_building, detect_format,
                                      metadata, read_folder, sentence_head,
                                      tf2_prefix)
+from bert.checkpoints.reader import albert_casing
 from bert.checkpoints.reader import check_vocab as _check_vocab
 from bert.config import BertConfig
 from bert.untrusted import first_line
@@ -119,7 +120,10 @@ def load(path: str, *, with_heads: bool = False,
   """
   folder, fmt = _locate(path, format, preprocessing)
   if fmt == "run":
-    return dataclasses.replace(_load_run(folder, with_heads), folder=folder)
+    # A run records the casing its EncoderSource was given, often none.
+    ckpt = _load_run(folder, with_heads)
+    return dataclasses.replace(ckpt, folder=folder, lower_case=albert_casing(
+        ckpt.lower_case, ckpt.config, ckpt.vocab_file))
   return build(_read(folder, fmt, with_heads, preprocessing))
 
 

@@ -134,7 +134,7 @@ def read_folder(folder, fmt, preprocessing):
     if lower_case is None:
       lower_case = preprocessing_lower_case
     return (config, arrays, vocab_file,
-            _albert_casing(lower_case, config, vocab_file),
+            albert_casing(lower_case, config, vocab_file),
             os.path.join(folder, tfhub.VARIABLES))
   if fmt == "keras_hub":
     vocab_file, lower_case = keras_hub.tokenizer(folder)
@@ -182,11 +182,11 @@ def _read_google(folder, fmt):
                                             family, prefix)
   vocab_file = _vocab_file(folder)
   return (config, arrays, vocab_file,
-          _albert_casing(_lower_case(folder, fmt), config, vocab_file),
+          albert_casing(_lower_case(folder, fmt), config, vocab_file),
           prefix)
 
 
-def _albert_casing(lower_case, config, vocab_file):
+def albert_casing(lower_case, config, vocab_file):
   """`lower_case`, or True for an ALBERT with a SentencePiece model and no
   word on its casing: every public ALBERT lower-cases (google-research's
   do_lower_case; Model Garden's export_tfhub_lib implies it for ALBERT's

@@ -125,3 +125,37 @@ def test_a_run_converts_to_hugging_face(pretraining_run, tmp_path):
   assert _values(back.encoder.weights) == _values(ckpt.encoder.weights)
   assert (_values(back.masked_lm.weights + back.next_sentence.weights)
           == _values(ckpt.masked_lm.weights + ckpt.next_sentence.weights))
+
+
+def test_an_albert_run_answers_sentence_order(tmp_path, pretraining_records,
+                                              family_root):
+  # A run records no casing unless EncoderSource was given one; an ALBERT
+  # (SentencePiece) run is lower-cased as every ALBERT is, so its
+  # sentence-order head answers raw pairs straight from the folder.
+  from bert.layers.vocabulary import Vocabulary  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from family import tokenizer_folder  # pylint: disable=g-import-not-at-top
+  spiece = os.path.join(tokenizer_folder("albert", family_root), "spiece.model")
+  config = tiny_pretraining_config().to_dict()
+  config.update(family="albert", vocab_size=len(Vocabulary.from_file(spiece)),
+                embedding_size=16, num_hidden_groups=1)
+  run = write_run(str(tmp_path / "run"), [
+      "build_task.task_class = @PretrainingTask",
+      f"EncoderSource.bert_config = {config!r}",
+      f"EncoderSource.vocab_file = '{spiece}'",
+      f"PretrainingInputs.train_files = '{pretraining_records}'",
+      f"PretrainingInputs.seq_length = {PRETRAIN_SEQ}",
+      f"PretrainingInputs.max_predictions_per_seq = {PRETRAIN_PRED}"])
+  ckpt = checkpoints.load(run, with_heads=True)
+  assert ckpt.lower_case is True and ckpt.config.family == "albert"
+  model = BertClassifier.next_sentence(run, seq_length=PRETRAIN_SEQ)
+  pairs = (["The cat sat on the mat.", "It was happy."],
+           ["It was happy.", "The cat sat on the mat."])
+  got = model.predict(pairs)
+  assert set(got["labels"]) <= {"in_order", "swapped"}
+  # The head of the checkpoint on the encoder's pooled output, by hand.
+  features = model.preprocessor.encode(pairs)
+  pooled = ckpt.encoder({k: features[k] for k in (
+      "input_word_ids", "input_mask", "input_type_ids")})["pooled_output"]
+  expected = tf.nn.softmax(ckpt.next_sentence(pooled)).numpy()
+  np.testing.assert_allclose(got["probabilities"], expected, atol=1e-5)
