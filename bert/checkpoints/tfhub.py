@@ -253,12 +253,7 @@ def _keras_configs(folder: str):
   path = os.path.join(folder, KERAS_METADATA)
   if os.path.exists(path):
     from tf_keras.protobuf import saved_metadata_pb2  # pylint: disable=g-import-not-at-top
-    proto = saved_metadata_pb2.SavedMetadata()
-    try:
-      with open(path, "rb") as f:
-        proto.ParseFromString(f.read())
-    except Exception as e:  # protobuf's DecodeError has no stable import path
-      raise CheckpointError(f"{path}: unreadable ({type(e).__name__})") from e
+    proto = _parsed(saved_metadata_pb2.SavedMetadata(), path, "unreadable")
     texts += [n.metadata for n in proto.nodes]
   for meta in _saved_model(folder).meta_graphs:
     texts += [n.user_object.metadata for n in meta.object_graph_def.nodes
@@ -275,13 +270,18 @@ def _keras_configs(folder: str):
 
 
 def _saved_model(folder: str):
-  path = os.path.join(folder, SAVED_MODEL)
-  proto = saved_model_pb2.SavedModel()
+  return _parsed(saved_model_pb2.SavedModel(),
+                 os.path.join(folder, SAVED_MODEL), "not a SavedModel")
+
+
+def _parsed(proto, path: str, failure: str):
+  """`proto` parsed from the file `path`; a CheckpointError "`path`:
+  `failure`" if it does not parse."""
   try:
     with open(path, "rb") as f:
       proto.ParseFromString(f.read())
   except Exception as e:  # protobuf's DecodeError has no stable import path
-    raise CheckpointError(f"{path}: not a SavedModel ({type(e).__name__})") from e
+    raise CheckpointError(f"{path}: {failure} ({type(e).__name__})") from e
   return proto
 
 
