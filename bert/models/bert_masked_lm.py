@@ -8,7 +8,7 @@ from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models._base import EncoderModel
 from bert.models.preprocessors import FillMaskPreprocessor
 from bert.networks.encoder_scaffold import EncoderScaffold
-from bert.networks.pretraining_heads import build_pretraining_heads
+from bert.networks.pretraining_heads import build_pretraining_heads, check_tied
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -44,9 +44,8 @@ class BertMaskedLM(EncoderModel):
                masked_lm: Optional[MaskedLMHead] = None, **kwargs):
     if masked_lm is None:
       masked_lm, _ = build_pretraining_heads(encoder, next_sentence=False)
-    elif masked_lm.embedding_table is not encoder.get_embedding_table():
-      raise ValueError("masked_lm must be tied to this encoder's word "
-                       "embeddings (embedding_table=encoder.get_embedding_table())")
+    else:
+      check_tied(masked_lm, encoder)
     kwargs.setdefault("name", "bert_masked_lm")
     super().__init__(encoder, **kwargs)
     self.masked_lm = masked_lm

@@ -11,7 +11,7 @@ from bert.layers.classification_head import ClassificationHead
 from bert.layers.masked_lm_head import MaskedLMHead
 from bert.models._base import EncoderModel, per_example
 from bert.networks.encoder_scaffold import EncoderScaffold
-from bert.networks.pretraining_heads import build_pretraining_heads
+from bert.networks.pretraining_heads import build_pretraining_heads, check_tied
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -60,9 +60,8 @@ class BertPretrainer(EncoderModel):
     if masked_lm is None:
       masked_lm, next_sentence = build_pretraining_heads(
           encoder, next_sentence=sentence)
-    elif masked_lm.embedding_table is not encoder.get_embedding_table():
-      raise ValueError("masked_lm must be tied to this encoder's word "
-                       "embeddings (embedding_table=encoder.get_embedding_table())")
+    else:
+      check_tied(masked_lm, encoder)
     kwargs.setdefault("name", "bert_pretrainer")
     super().__init__(encoder, **kwargs)
     self.masked_lm = masked_lm

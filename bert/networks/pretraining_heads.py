@@ -30,3 +30,12 @@ def build_pretraining_heads(encoder, next_sentence: bool = True):
       initializer_range=config.initializer_range, name="next_sentence")
   sentence(tf.zeros([1, config.hidden_size]))
   return masked_lm, sentence
+
+
+def check_tied(masked_lm: MaskedLMHead, encoder) -> None:
+  """A ValueError unless `masked_lm` projects with `encoder`'s own word
+  embeddings: a head given to a model must be tied to that model's encoder
+  (an untied copy would train apart from the embeddings it predicts)."""
+  if masked_lm.embedding_table is not encoder.get_embedding_table():
+    raise ValueError("masked_lm must be tied to this encoder's word "
+                     "embeddings (embedding_table=encoder.get_embedding_table())")

@@ -160,3 +160,20 @@ def test_a_family_without_a_sentence_head_is_one_line(family_root):
   with pytest.raises(ValueError) as e:
     BertClassifier.next_sentence(family_folder("roberta", family_root))
   one_line(e, "roberta_hf", "no sentence head")
+
+
+def test_a_head_tied_to_another_encoder_is_refused():
+  from bert import BertEncoder  # pylint: disable=g-import-not-at-top
+  from bert.models import BertPretrainer  # pylint: disable=g-import-not-at-top
+  from bert.networks.pretraining_heads import build_pretraining_heads  # pylint: disable=g-import-not-at-top
+  from conftest import small_config  # pylint: disable=g-import-not-at-top
+  encoder, other = BertEncoder(small_config()), BertEncoder(small_config())
+  head, sentence = build_pretraining_heads(other)
+  for make in (lambda: BertMaskedLM(encoder, masked_lm=head),
+               lambda: BertPretrainer(encoder, masked_lm=head,
+                                      next_sentence=sentence)):
+    with pytest.raises(ValueError, match="must be tied to this encoder"):
+      make()
+  own, own_sentence = build_pretraining_heads(encoder)   # the control
+  BertMaskedLM(encoder, masked_lm=own)
+  BertPretrainer(encoder, masked_lm=own, next_sentence=own_sentence)
