@@ -21,7 +21,8 @@ from absl import app, flags
 FLAGS = flags.FLAGS
 flags.DEFINE_string("run", None, "A bert-train model_dir.")
 flags.DEFINE_string("documents", None, "sentence_order: the held-out text.")
-flags.DEFINE_string("eval_files", None, "replaced_tokens: the eval records.")
+flags.DEFINE_string("eval_files", None, "replaced_tokens: the eval records "
+                    "(a loaded run keeps no data paths).")
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.mark_flag_as_required("run")
 
@@ -59,9 +60,10 @@ def replaced_tokens():
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from sklearn.metrics import roc_auc_score  # pylint: disable=g-import-not-at-top
   from bert.tasks.trained_run import load_trained_task  # pylint: disable=g-import-not-at-top
+  if not FLAGS.eval_files:
+    raise app.UsageError("replaced_tokens needs --eval_files")
   task, model = load_trained_task(FLAGS.run)
-  if FLAGS.eval_files:
-    task.inputs = dataclasses.replace(task.inputs, eval_files=FLAGS.eval_files)
+  task.inputs = dataclasses.replace(task.inputs, eval_files=FLAGS.eval_files)
   logits, labels = [], []
   step = tf.function(lambda x: model(x, training=False))
   for batch in task.build_inputs(None, training=False):
