@@ -33,17 +33,14 @@ def vocabulary_file(folder: str) -> Tuple[Optional[str], Optional[bool]]:
   model = data.get("model")
   if isinstance(model, dict) and model.get("type") in ("BPE", "Unigram"):
     return path, None
-  return wordpiece_vocab(folder)
+  return _wordpiece_vocab(path, data)
 
 
-def wordpiece_vocab(folder: str) -> Tuple[Optional[str], Optional[bool]]:
-  """(vocab.txt path, lowercase or None) from `folder`'s tokenizer.json when
-  it is a WordPiece tokenizer; (None, None) without one. Another model type
-  (BPE, Unigram) is a CheckpointError: a BERT encoder needs WordPiece."""
-  path = os.path.join(folder, TOKENIZER_JSON)
-  if not os.path.isfile(path):
-    return None, None
-  data = read_json(path, CheckpointError)
+def _wordpiece_vocab(path: str, data: dict
+                     ) -> Tuple[Optional[str], Optional[bool]]:
+  """(vocab.txt path, lowercase or None) of the tokenizer.json `path`, read
+  as `data`, when it is a WordPiece tokenizer; another model type is a
+  CheckpointError."""
   model = data.get("model")
   if not isinstance(model, dict) or model.get("type") != "WordPiece":
     found = model.get("type") if isinstance(model, dict) else kind(model)
