@@ -3,6 +3,9 @@ Hugging Face PyTorch and KerasHub, side by side in one process tree.
 
   python -m bench.run [--repeats 5] [--target_seconds 3] [--output bench/RESULTS.md]
 
+OpenVINO (inference only) runs the Hugging Face model, converted from
+PyTorch, at its default precision and at fp32 (`bench._openvino_worker`).
+
 Each implementation runs in a worker process of its own (KerasHub in its
 Keras 3 venv, made by `bash bench/make_keras_hub_venv.sh` if missing), all
 with 2 intra-op threads. Every case is built and warmed up first (tracing,
@@ -56,7 +59,13 @@ IMPLS = {
     "Model Garden bf16+XLA": ("tf_model_garden+onednn", dict(xla=True, bf16=True)),
     "HF PyTorch bf16": ("torch", dict(bf16=True)),
     "KerasHub bf16+XLA": ("keras_hub", dict(bf16=True)),
+    # OpenVINO on the Hugging Face model, inference only: its default
+    # precision (bf16 where the CPU has AVX512_BF16 or AMX) and fp32.
+    "OpenVINO": ("openvino", {}),
+    "OpenVINO fp32": ("openvino", dict(precision="fp32")),
 }
+# Implementations that only infer (no train-step rows).
+INFER_ONLY = {"OpenVINO", "OpenVINO fp32"}
 # model -> batch (seq 128 throughout)
 CASES = {"bert_base": 8, "bert_small": 32, "minilm_l6": 32}
 SEQ = 128
@@ -88,6 +97,7 @@ def start_workers(names):
       "tf_ours": [sys.executable, "-m", "bench._tf_worker", "ours"],
       "tf_model_garden": [sys.executable, "-m", "bench._tf_worker", "model_garden"],
       "torch": [sys.executable, "-m", "bench._torch_worker"],
+      "openvino": [sys.executable, "-m", "bench._openvino_worker"],
   }
   workers = {}
   for name in names:
@@ -127,6 +137,8 @@ def main():
             for name in ("torch matmul", "TF matmul")]
     for model, mode in cases:
       for impl in impls:
+        if mode != "infer" and impl in INFER_ONLY:
+          continue
         worker, extra = IMPLS[impl]
         jobs.append(((model, mode), impl, worker,
                      dict(model=model, mode=mode, batch=CASES[model], seq=SEQ, **extra)))
@@ -180,7 +192,9 @@ def render(jobs, timings, args, impls):
       f"otherwise), PyTorch {torch.__version__}. Seq {SEQ}, dense full-length "
       "rows. fp32 unless the row says bf16: tf_keras/Keras `mixed_bfloat16` "
       "policy, torch.autocast(\"cpu\", bfloat16); bf16 matmuls, fp32 "
-      "variables and optimizer state. "
+      "variables and optimizer state. OpenVINO rows: the Hugging Face model "
+      "converted from PyTorch, at OpenVINO's default precision (bf16 where "
+      "the CPU has AVX512_BF16 or AMX) or fp32. "
       f"Median of {args.repeats} interleaved rounds of ~{args.target_seconds:g} s "
       "blocks (spread: slowest - fastest round).", "",
       "FLOPs (matmuls only) per sequence: layers x (2 S (4 H^2 + 2 H I) + 4 S^2 H) "
@@ -204,6 +218,8 @@ def render(jobs, timings, args, impls):
     batch = CASES[model]
     rates = {}
     for impl in impls:
+      if mode != "infer" and impl in INFER_ONLY:
+        continue
       med, lo, hi = per_iter(f"{model}/{mode}/{impl}")
       rates[impl] = (batch / med, batch / hi, batch / lo)
     peers = [v[0] for k, v in rates.items() if not k.startswith("ours")]

@@ -55,8 +55,9 @@ from bert.serving.classifier import ClassifierServing
 from bert.serving.embedder import EmbedderServing
 from bert.serving.fill_mask import FillMaskServing
 from bert.serving.gate import AccuracyGate, embedding_gate
-from bert.serving import loader
-from bert.serving.loader import MANIFEST, MANIFEST_FORMAT, StagedServing
+from bert.serving import loader, openvino_runtime
+from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
+                                 StagedServing)
 from bert.serving.precision import bf16_copy
 from bert.serving.stages import ServingModule
 from bert.serving.tagger import TaggerServing
@@ -156,11 +157,28 @@ def _in_memory(module: ServingModule, network=None) -> StagedServing:
                        empty_network=lambda **x: module.network(x))
 
 
+def check_runtime(runtime: Optional[str], precision: str) -> str:
+  """The runtime of the network stage for `precision` (fp32, bf16, int8):
+  `runtime` None picks the one that has always run it (int8: tflite,
+  else saved_model); a ConfigError for a runtime that cannot run it."""
+  if runtime is None:
+    return "tflite" if precision == "int8" else "saved_model"
+  if runtime not in RUNTIME_PRECISIONS:
+    raise ConfigError(f"runtime must be one of "
+                      f"{', '.join(RUNTIME_PRECISIONS)}; got {runtime!r}")
+  if precision not in RUNTIME_PRECISIONS[runtime]:
+    raise ConfigError(f"runtime={runtime} runs precision "
+                      f"{' or '.join(RUNTIME_PRECISIONS[runtime])}, not "
+                      f"{precision}")
+  return runtime
+
+
 def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
                   kind: str, precision: str = "fp32",
                   gate: Optional[AccuracyGate] = None,
                   bf16_cpu: Optional[bool] = None, require_gate: bool = False,
-                  info: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                  info: Optional[Dict[str, Any]] = None,
+                  runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes the serving SavedModel `make_module(model)` at `precision`.
 
   fp32: the module as is. bf16: the network under Keras' `mixed_bfloat16`
@@ -171,11 +189,16 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   plus the network as a dynamic-range int8 TFLite model in `assets.extra/`,
   which `load_serving` runs.
 
-  A reduced precision is checked by `gate` first: evaluated against fp32
-  and refused (AccuracyGateError, nothing written) when it drops more than
-  the gate allows; with `require_gate`, a reduced precision without a gate
-  is a ConfigError. `info`: more fields for the manifest. Returns the
-  manifest written (with the gate's figures).
+  `runtime` (None: saved_model, or tflite for int8): what runs the network
+  stage; "openvino" converts it to OpenVINO (fp32 or bf16,
+  `bert.serving.openvino_runtime`), written beside the fp32 SavedModel.
+
+  A reduced precision, or a network converted to another runtime, is checked
+  by `gate` first: evaluated against the fp32 SavedModel and refused
+  (AccuracyGateError, nothing written) when it drops more than the gate
+  allows; with `require_gate`, a reduced precision without a gate is a
+  ConfigError. `info`: more fields for the manifest. Returns the manifest
+  written (with the gate's figures).
   """
   precision = check_precision(precision)
   requested = precision
@@ -191,28 +214,40 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor AMX; "
                       "writing fp32 instead")
       precision = "fp32"
+  runtime = check_runtime(runtime, precision)
+  if runtime == "openvino":
+    openvino_runtime.require()
   if require_gate and gate is None and precision != "fp32":
     raise ConfigError(f"{kind} export at {precision} needs an accuracy gate "
                       "(gate=, or --gate_data: a dev set to compare with fp32)")
   fp32 = make_module(model)
-  module, blob = fp32, None
+  module, blob, converted = fp32, None, None
   candidate = None            # builds the reduced-precision serving callable
   manifest = dict(format=MANIFEST_FORMAT, kind=kind,
                   requested_precision=requested,
                   string_inputs=list(fp32.string_inputs),
                   buckets=list(fp32.buckets), **(info or {}))
-  if precision == "bf16":
+  if runtime == "saved_model" and precision == "bf16":
     module = make_module(bf16_copy(model))
     candidate = lambda: _in_memory(module)
-  if precision == "int8":
+  if runtime == "tflite":
     blob = tflite.convert(fp32.network.get_concrete_function(), fp32)
     candidate = lambda: _in_memory(fp32, tflite.TFLiteNetwork(blob))
-  manifest.update(precision=precision,
-                  runtime="tflite" if blob is not None else "saved_model")
-  if blob is not None:
     manifest["network"] = "network_int8.tflite"
+  if runtime == "openvino":
+    converted = openvino_runtime.convert(fp32.network.get_concrete_function())
+    candidate = lambda: _in_memory(fp32, openvino_runtime.OpenVINONetwork(
+        converted, precision))
+    manifest["network"] = openvino_runtime.NETWORK_FILE
+  manifest.update(precision=precision, runtime=runtime)
   if gate is not None and candidate is not None:
-    manifest["gate"] = gate.check(_in_memory(fp32), candidate(), precision)
+    # The gate's name for the candidate: its precision, and the runtime
+    # where that is not the precision's own (an OpenVINO fp32 network is
+    # checked against the SavedModel's fp32 too).
+    label = (precision if runtime in ("saved_model", "tflite")
+             else f"{runtime}_{precision}")
+    manifest["gate"] = dict(gate.check(_in_memory(fp32), candidate(), label),
+                            candidate=label)
   with _output_folder(path) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.signatures())
     extra = os.path.join(tmp, "assets.extra")
@@ -220,6 +255,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
     if blob is not None:
       with open(os.path.join(extra, manifest["network"]), "wb") as f:
         f.write(blob)
+    if converted is not None:
+      openvino_runtime.save(converted, os.path.join(extra, manifest["network"]))
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
       json.dump(manifest, f, indent=2)
   return manifest
@@ -236,36 +273,38 @@ def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
                       seq_length: int, labels: Optional[Sequence[str]],
                       pairs: bool, precision: str = "fp32",
                       length_buckets: Optional[Sequence[int]] = None,
-                      gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
+                      gate: Optional[AccuracyGate] = None,
+                      runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertClassifier.
 
   Args:
     vocab: the model's vocabulary (a vocab.txt path or its tokens).
     labels: class names in logit order; None for regression.
     pairs: whether the model takes a second text (`text_b`).
-    precision, gate: see `write_serving`.
+    precision, gate, runtime: see `write_serving`.
     length_buckets: the lengths a batch is cut to (default: the library's).
   """
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
       lambda m: ClassifierServing(m, vocab, lower_case, seq_length,
                                   labels, pairs, buckets),
-      model, path, "classifier", precision, gate)
+      model, path, "classifier", precision, gate, runtime=runtime)
 
 
 def export_fill_mask(model, path: str, vocab: Vocab, lower_case: bool,
                      seq_length: int, top_k: int = 5,
                      clean_up_spaces: bool = True, precision: str = "fp32",
-                     length_buckets: Optional[Sequence[int]] = None
-                     ) -> Dict[str, Any]:
+                     length_buckets: Optional[Sequence[int]] = None,
+                     runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a `BertMaskedLM`: `text` (with the
   vocabulary's mask token) -> per mask the `top_k` `token`, `token_str` and
-  `score` (`bert.serving.fill_mask`). `precision`: see `write_serving`."""
+  `score` (`bert.serving.fill_mask`). `precision`, `runtime`: see
+  `write_serving`."""
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
       lambda m: FillMaskServing(m, vocab, lower_case, seq_length, top_k,
                                 clean_up_spaces, buckets),
-      model, path, "fill_mask", precision)
+      model, path, "fill_mask", precision, runtime=runtime)
 
 
 @renamed_keywords(vocab_file="vocab")
@@ -273,6 +312,7 @@ def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
                         squad: SquadConfig, precision: str = "fp32",
                         length_buckets: Optional[Sequence[int]] = None,
                         gate: Optional[AccuracyGate] = None,
+                        runtime: Optional[str] = None,
                         **settings) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertSpanLabeler.
 
@@ -280,7 +320,7 @@ def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
     vocab: the model's vocabulary (a vocab.txt path or its tokens).
     squad: the windows and answer search (the model's preprocessor's
       `squad`, what training and `predict` used).
-    precision, gate: see `write_serving`.
+    precision, gate, runtime: see `write_serving`.
     length_buckets: the lengths a batch is cut to (default: the library's).
   """
   if settings or not isinstance(squad, SquadConfig):
@@ -291,7 +331,7 @@ def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
   buckets = _buckets(length_buckets, squad.seq_length)
   return write_serving(
       lambda m: SpanServing(m, vocab, lower_case, squad, buckets),
-      model, path, "span_labeler", precision, gate)
+      model, path, "span_labeler", precision, gate, runtime=runtime)
 
 
 @renamed_keywords(vocab_file="vocab")
@@ -299,14 +339,16 @@ def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
                   seq_length: int, labels: Sequence[str],
                   precision: str = "fp32",
                   length_buckets: Optional[Sequence[int]] = None,
-                  gate: Optional[AccuracyGate] = None) -> Dict[str, Any]:
+                  gate: Optional[AccuracyGate] = None,
+                  runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a fine-tuned BertTokenClassifier;
-  `vocab`: the model's vocabulary (a vocab.txt path or its tokens)."""
+  `vocab`: the model's vocabulary (a vocab.txt path or its tokens);
+  `precision`, `gate`, `runtime`: see `write_serving`."""
   buckets = _buckets(length_buckets, seq_length)
   return write_serving(
       lambda m: TaggerServing(m, vocab, lower_case, seq_length, labels,
                               buckets),
-      model, path, "tagger", precision, gate)
+      model, path, "tagger", precision, gate, runtime=runtime)
 
 
 @renamed_keywords(vocab_file="vocab")
@@ -314,7 +356,8 @@ def export_embedder(model, path: str, vocab: Vocab, lower_case: bool,
                     seq_length: int, precision: str = "fp32",
                     length_buckets: Optional[Sequence[int]] = None,
                     gate: Union[AccuracyGate, str, os.PathLike, None] = None,
-                    prompt: str = "") -> Dict[str, Any]:
+                    prompt: str = "",
+                    runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a BertTextEmbedder: raw strings ->
   embeddings, as `encode` computes them (`bert.serving.embedder`).
 
@@ -324,7 +367,8 @@ def export_embedder(model, path: str, vocab: Vocab, lower_case: bool,
       `bert.serving.gate.embedding_gate` (SQuAD json: recall@1; STS tsv:
       Spearman), within 0.5 points of fp32 by default.
     prompt: put before every text (the model's default prompt).
-    precision: see `write_serving`; length_buckets: as the classifier's.
+    precision, runtime: see `write_serving`; length_buckets: as the
+      classifier's.
   """
   buckets = _buckets(length_buckets, seq_length)
   if isinstance(gate, (str, os.PathLike)):
@@ -336,5 +380,6 @@ def export_embedder(model, path: str, vocab: Vocab, lower_case: bool,
       lambda m: EmbedderServing(m, vocab, lower_case, seq_length, buckets,
                                 prompt),
       model, path, "embedder", precision, gate, require_gate=True,
+      runtime=runtime,
       info=dict(dim=int(model.dim), normalize=bool(model.normalize),
                 prompt=prompt))

@@ -4,10 +4,11 @@
   bert-export --kind=preprocessing --checkpoint=CKPT --output=DIR
       [--seq_length=128]
   bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
-      [--precision=fp32|bf16|int8] [--max_accuracy_drop=POINTS]
+      [--precision=fp32|bf16|int8|auto] [--max_accuracy_drop=POINTS]
+      [--runtime=saved_model|tflite|openvino]
   bert-export --kind=embedder --checkpoint=CKPT_OR_MODEL_DIR --output=DIR
       [--pooling=mean] [--precision=fp32|bf16|int8|auto]
-      [--gate_data=DEV_FILE] [--max_accuracy_drop=POINTS]
+      [--gate_data=DEV_FILE] [--max_accuracy_drop=POINTS] [--runtime=...]
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
 has pre-training heads (any format the loader reads). preprocessing (formerly
@@ -26,8 +27,9 @@ precision is checked on --gate_data (a SQuAD json: recall@1 of questions
 against paragraphs; a tsv with sentence1, sentence2, score columns: STS
 Spearman), or a run's own eval split where its task has a gate. Loading needs
 tensorflow and, for models that tokenize, `import tensorflow_text`;
-`bert.export.load_serving(DIR)` runs any precision (int8: the network on
-TFLite) with the same inputs and outputs.
+`bert.export.load_serving(DIR)` runs any precision and runtime (int8: the
+network on TFLite; --runtime=openvino: on OpenVINO) with the same inputs and
+outputs.
 """
 
 import os
@@ -62,6 +64,12 @@ flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
                   "auto: bf16 where this CPU runs it fast, else fp32. "
                   "Reduced precision must pass the accuracy gate on the run's "
                   "eval split.")
+flags.DEFINE_enum("runtime", None, ["saved_model", "tflite", "openvino"],
+                  "classifier, span_labeler, tagger, embedder: what runs the "
+                  "network (default: the SavedModel's TensorFlow graph; "
+                  "TFLite for int8). openvino: OpenVINO (fp32 or bf16; pip "
+                  "install \"bert-tf2[openvino]\"), checked by the accuracy "
+                  "gate like a reduced precision.")
 flags.DEFINE_float("max_accuracy_drop", None, "The accuracy gate's limit, in "
                    "points below fp32 (default: 0.5 for accuracy, entity "
                    "F1 and the embedder's recall@1 or Spearman x100, 1.0 for "
@@ -85,9 +93,11 @@ def main(argv):
   # Say, preprocessing exported over the encoder it takes its vocab from.
   _io.check_not_an_input(FLAGS.output, {"--checkpoint": FLAGS.checkpoint,
                                         "--vocab_file": FLAGS.vocab_file})
-  if FLAGS.precision != "fp32" and FLAGS.kind in ("encoder", "preprocessing"):
-    raise app.UsageError(f"--precision={FLAGS.precision} is for classifier, "
-                         "span_labeler, tagger and embedder exports")
+  for name, default in (("precision", "fp32"), ("runtime", None)):
+    if FLAGS[name].value != default and FLAGS.kind in ("encoder",
+                                                       "preprocessing"):
+      raise app.UsageError(f"--{name}={FLAGS[name].value} is for classifier, "
+                           "span_labeler, tagger and embedder exports")
   for name in ("pooling", "gate_data"):
     if FLAGS[name].present and FLAGS.kind != "embedder":
       raise app.UsageError(f"--{name} is for --kind=embedder")
@@ -100,12 +110,13 @@ def main(argv):
       from bert.tasks import trained_run  # pylint: disable=g-import-not-at-top
       manifest = trained_run.export_trained(
           FLAGS.checkpoint, FLAGS.output, kind=FLAGS.kind,
-          precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop)
+          precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
+          runtime=FLAGS.runtime)
     gate = manifest.get("gate")
     if gate:
       print(f"accuracy gate: {gate['metric']} on {gate['source']}: fp32 "
-            f"{gate['fp32']:.2f}, {manifest['precision']} "
-            f"{gate[manifest['precision']]:.2f} (limit: "
+            f"{gate['fp32']:.2f}, {gate['candidate']} "
+            f"{gate[gate['candidate']]:.2f} (limit: "
             f"{gate['max_drop']:g} points below fp32)")
     if FLAGS.precision == "auto":
       print(f"precision: {manifest['precision']} (auto)")
@@ -142,7 +153,8 @@ def _export_embedder() -> dict:
   from bert.checkpoints import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
   from bert.models import BertTextEmbedder  # pylint: disable=g-import-not-at-top
   from bert.serving import gate as gate_lib  # pylint: disable=g-import-not-at-top
-  reduced = FLAGS.precision != "fp32"
+  reduced = FLAGS.precision != "fp32" or FLAGS.runtime not in (None,
+                                                               "saved_model")
   gate = None
   if FLAGS.gate_data and reduced:
     gate = gate_lib.embedding_gate(FLAGS.gate_data, FLAGS.max_accuracy_drop)
@@ -155,7 +167,7 @@ def _export_embedder() -> dict:
     return trained_run.export_trained(
         FLAGS.checkpoint, FLAGS.output, kind="embedder",
         precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
-        gate=gate)
+        gate=gate, runtime=FLAGS.runtime)
   if gate is None and FLAGS.precision in ("bf16", "int8"):
     # Said before the model loads (the export would refuse it later).
     raise app.UsageError(f"--precision={FLAGS.precision} needs --gate_data "
@@ -163,7 +175,8 @@ def _export_embedder() -> dict:
   model = BertTextEmbedder.from_pretrained(
       FLAGS.checkpoint, pooling=FLAGS.pooling,
       seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
-  return model.export(FLAGS.output, precision=FLAGS.precision, gate=gate)
+  return model.export(FLAGS.output, precision=FLAGS.precision, gate=gate,
+                      runtime=FLAGS.runtime)
 
 
 def run():

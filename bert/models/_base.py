@@ -269,11 +269,13 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
       self._checked_labels(owner, labels, getattr(self, "num_classes", None))
     object.__setattr__(self, "preprocessor", preprocessor)
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """Writes this model's serving SavedModel on raw strings (what
     `bert-export` writes for a `bert-train` run of the same task) at
     `precision` (fp32, bf16, int8), checked by the accuracy `gate` when
-    reduced (`bert.serving.gate`); needs the `preprocessor`
+    reduced (`bert.serving.gate`), the network run by `runtime` (None:
+    TensorFlow, TFLite for int8; "openvino"); needs the `preprocessor`
     (`from_pretrained`, or the model `run_experiment` returns). Returns the
     export's manifest."""
     raise NotImplementedError(f"{type(self).__name__} has no serving export "

@@ -84,10 +84,11 @@ class BertClassifier(EncoderModel):
     pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
     return dict(logits=per_example(self.head, pooled, training))
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """Serving SavedModel: `text` (and `text_b` for pairs) -> `probabilities`
     and `label` (regression: `score`); see `bert.export.export_classifier`
-    (`precision`, `gate`: `bert.export.write_serving`)."""
+    (`precision`, `gate`, `runtime`: `bert.export.write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     if pre.text_pairs is None:
@@ -99,7 +100,7 @@ class BertClassifier(EncoderModel):
     return export.export_classifier(
         self, path, pre.vocabulary, pre.lower_case, pre.seq_length, labels,
         pre.text_pairs, precision=precision, length_buckets=pre.length_buckets,
-        gate=gate)
+        gate=gate, runtime=runtime)
 
   # ---------------------------------------------- Keras training (compile)
   @property

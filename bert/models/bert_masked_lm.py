@@ -56,13 +56,14 @@ class BertMaskedLM(EncoderModel):
     return dict(masked_lm_logits=self.masked_lm(
         sequence, inputs["masked_lm_positions"]))                 # [b, P, v]
 
-  def export(self, path: str, precision: str = "fp32") -> dict:
+  def export(self, path: str, precision: str = "fp32", runtime=None) -> dict:
     """Serving SavedModel: `text` -> per mask the top-k `token`,
     `token_str` and `score` (`bert.export.export_fill_mask`; top_k as the
-    preprocessor's)."""
+    preprocessor's; `precision`, `runtime`: `bert.export.write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     return export.export_fill_mask(
         self, path, pre.vocabulary, pre.lower_case, pre.seq_length,
         top_k=pre.top_k, clean_up_spaces=pre.clean_up_spaces,
-        precision=precision, length_buckets=pre.length_buckets)
+        precision=precision, length_buckets=pre.length_buckets,
+        runtime=runtime)

@@ -30,16 +30,19 @@ class BertSpanLabeler(EncoderModel):
     start_logits, end_logits = self.head(sequence)
     return dict(start_logits=start_logits, end_logits=end_logits)
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """Serving SavedModel: `question`, `context` -> `answer` (cut from the
     context), `score`, `start`/`end` (UTF-8 byte offsets): the answer
     `predict` finds, with the preprocessor's `squad` settings; see
-    `bert.export.export_span_labeler` (`precision`, `gate`: `write_serving`)."""
+    `bert.export.export_span_labeler` (`precision`, `gate`, `runtime`:
+    `write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     return export.export_span_labeler(
         self, path, pre.vocabulary, pre.lower_case, pre.squad,
-        precision=precision, length_buckets=pre.length_buckets, gate=gate)
+        precision=precision, length_buckets=pre.length_buckets, gate=gate,
+        runtime=runtime)
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "start_accuracy", "end_accuracy")

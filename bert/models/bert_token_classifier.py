@@ -45,15 +45,17 @@ class BertTokenClassifier(EncoderModel):
     logits = self.dense(self.dropout(sequence, training=training))
     return dict(logits=tf.cast(logits, tf.float32))
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """Serving SavedModel: `text` -> `words` (whitespace-split) and `tags`;
-    see `bert.export.export_tagger` (`precision`, `gate`:
-    `bert.export.write_serving`)."""
+    see `bert.export.export_tagger` (`precision`, `gate`,
+    `runtime`: `bert.export.write_serving`)."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     return export.export_tagger(self, path, pre.vocabulary, pre.lower_case,
                                 pre.seq_length, pre.labels, precision=precision,
-                                length_buckets=pre.length_buckets, gate=gate)
+                                length_buckets=pre.length_buckets, gate=gate,
+                                runtime=runtime)
 
   # ---------------------------------------------- Keras training (compile)
   stat_names = ("loss", "accuracy")

@@ -109,9 +109,11 @@ class Distiller(AtomicSave, tf_keras.Model):
   def attach_preprocessor(self, preprocessor) -> None:
     self.student.attach_preprocessor(preprocessor)
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """The student's serving export (see its `export`)."""
-    return self.student.export(path, precision=precision, gate=gate)
+    return self.student.export(path, precision=precision, gate=gate,
+                               runtime=runtime)
 
 
 def _check_pair(student, teacher, layer_map, intermediate: bool) -> None:

@@ -194,7 +194,8 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
           lambda batch: self._embed(batch, False), reduce_retracing=True))
     return self._embed_fn
 
-  def export(self, path: str, precision: str = "fp32", gate=None) -> dict:
+  def export(self, path: str, precision: str = "fp32", gate=None,
+             runtime=None) -> dict:
     """Serving SavedModel: raw strings -> `embeddings` (float32 [batch,
     dim]), TF Hub's text-embedding interface (`tf.saved_model.load(path)
     (texts)`); the rows `encode` gives, normalised as the model does, with
@@ -202,13 +203,14 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
     `bert.export.write_serving`); a reduced one needs `gate`: an
     `AccuracyGate` or a dev file (`bert.serving.gate.embedding_gate`: a
     SQuAD json for recall@1, an STS tsv for Spearman), and is refused when
-    it scores more than 0.5 points below fp32. Returns the manifest."""
+    it scores more than 0.5 points below fp32. `runtime`: what runs the
+    network (`bert.export.write_serving`). Returns the manifest."""
     from bert import export  # pylint: disable=g-import-not-at-top
     pre = self._needs_preprocessor("export")
     return export.export_embedder(
         self, path, pre.vocabulary, pre.lower_case, pre.seq_length,
         precision=precision, length_buckets=pre.length_buckets, gate=gate,
-        prompt=pre.prompt())
+        prompt=pre.prompt(), runtime=runtime)
 
   def get_config(self):
     return dict(super().get_config(), pooling=list(self.pooling),

@@ -11,19 +11,25 @@ tensors, so callers never branch on precision or runtime.
 import os
 from typing import Callable, Dict, Mapping, Optional, Sequence
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
+from bert.serving import openvino_runtime
 from bert.serving.embedder import ServedEmbedder
 from bert.serving.tflite import PRECISIONS
 from bert.untrusted import first_line, named_path, read_json
 
 MANIFEST = os.path.join("assets.extra", "serving.json")
 MANIFEST_FORMAT = "bert-serving"
-RUNTIMES = ("saved_model", "tflite")
+# What runs the network stage, and the precisions each computes
+# (`bert.export.write_serving` writes them; OpenVINO is optional).
+RUNTIME_PRECISIONS = {"saved_model": ("fp32", "bf16"), "tflite": ("int8",),
+                      "openvino": openvino_runtime.PRECISIONS}
+RUNTIMES = tuple(RUNTIME_PRECISIONS)
 
 
 class ServingError(UserError, ValueError):
@@ -87,7 +93,7 @@ def _string_inputs(strings: Mapping, names: Sequence[str]) -> Dict[str, tf.Tenso
 
 def read_manifest(path: str) -> Dict:
   """The export's serving.json, every field the loader uses checked (a
-  TFLite network must be a file inside `assets.extra`), or a ServingError
+  TFLite or OpenVINO network must be a file inside `assets.extra`), or a ServingError
   naming the file. A SavedModel without one is served as fp32."""
   if not os.path.exists(os.path.join(path, "saved_model.pb")):
     raise ServingError(f"{path}: not a SavedModel folder (no saved_model.pb)")
@@ -98,22 +104,33 @@ def read_manifest(path: str) -> Dict:
   if manifest.get("format") != MANIFEST_FORMAT:
     raise ServingError(f"{manifest_path}: not a {MANIFEST_FORMAT} manifest")
   manifest.setdefault("runtime", "saved_model")
+  manifest.setdefault("precision", "fp32")
   for field, choices in (("runtime", RUNTIMES), ("precision", PRECISIONS)):
     if field in manifest and manifest[field] not in choices:
       raise ServingError(f"{manifest_path}: unknown {field} "
                          f"{manifest[field]!r} ({' or '.join(choices)})")
+  if manifest["precision"] not in RUNTIME_PRECISIONS[
+      manifest["runtime"]]:
+    raise ServingError(f"{manifest_path}: runtime {manifest['runtime']} does "
+                       f"not run precision {manifest['precision']!r}")
   inputs = manifest.get("string_inputs", [])
   if (not isinstance(inputs, list) or not all(
       isinstance(n, str) and n for n in inputs)
       or len(set(inputs)) != len(inputs)):
     raise ServingError(f"{manifest_path}: string_inputs must be a list of "
                        f"distinct input names, found {inputs!r}")
-  if manifest["runtime"] == "tflite":
+  if manifest["runtime"] in ("tflite", "openvino"):
     network = named_path(os.path.join(path, "assets.extra"),
                          manifest.get("network"), ServingError, manifest_path)
-    if not os.path.isfile(network):
-      raise ServingError(f"{manifest_path}: names a TFLite network "
-                         f"{manifest['network']!r} that is not in assets.extra")
+    files = [network]
+    if manifest["runtime"] == "openvino":
+      # The .xml graph and the .bin weights beside it.
+      files.append(os.path.splitext(network)[0] + ".bin")
+    for file in files:
+      if not os.path.isfile(file):
+        raise ServingError(f"{manifest_path}: names a {manifest['runtime']} "
+                           f"network {manifest['network']!r} whose "
+                           f"{os.path.basename(file)} is not in assets.extra")
   return manifest
 
 
@@ -125,8 +142,8 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
   [n, dim] (`bert.serving.embedder.ServedEmbedder`).
 
   Args:
-    num_threads: TFLite threads (default: all cores); SavedModels use
-      TensorFlow's own thread pools.
+    num_threads: TFLite or OpenVINO threads (default: all cores);
+      SavedModels use TensorFlow's own thread pools.
   """
   manifest = read_manifest(path)
   loaded = _load_saved_model(path)
@@ -140,31 +157,57 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
                        f"{manifest['string_inputs']} are not the SavedModel's "
                        f"inputs ({', '.join(names)})")
   names = tuple(manifest.get("string_inputs", names))
-  if manifest["runtime"] == "saved_model":
+  network = _network(path, manifest, num_threads)
+  if network is None:
     function = SavedModelServing(serve, names)
   else:
-    from bert.serving import tflite  # pylint: disable=g-import-not-at-top
     stages = ("preprocess", "network", "postprocess")
     if any(stage not in signatures for stage in stages):
-      raise ServingError(f"{path}: a TFLite export needs the signatures "
-                         f"{', '.join(stages)}; found {', '.join(signatures)}")
-    network_path = os.path.join(path, "assets.extra", manifest["network"])
-    with open(network_path, "rb") as f:
-      blob = f.read()
-    try:
-      network = tflite.TFLiteNetwork(blob, num_threads=num_threads)
-    except (ValueError, RuntimeError, KeyError) as e:
-      raise ServingError(f"{network_path}: not a TFLite network this export "
-                         f"can run ({first_line(e)})") from None
+      raise ServingError(f"{path}: a {manifest['runtime']} export needs the "
+                         f"signatures {', '.join(stages)}; found "
+                         f"{', '.join(signatures)}")
     function = StagedServing(signatures["preprocess"], network,
                              signatures["postprocess"], names,
                              empty_network=signatures["network"])
   if manifest.get("kind") == "embedder":
     function = ServedEmbedder(function)
   function.manifest = manifest
+  # What runs the network: the manifest's runtime, or the SavedModel where
+  # that runtime is not installed.
+  function.runtime = manifest["runtime"] if network is not None else "saved_model"
   # Keeps the SavedModel's resources (tables, variables) alive.
   function.saved_model = loaded
   return function
+
+
+def _network(path: str, manifest: Dict, num_threads: Optional[int]):
+  """The network stage's runner for a TFLite or OpenVINO export (None: the
+  SavedModel runs it). An OpenVINO export where OpenVINO is not installed
+  is served by its SavedModel (fp32), with a warning saying so."""
+  runtime = manifest["runtime"]
+  if runtime == "saved_model":
+    return None
+  network_path = os.path.join(path, "assets.extra", manifest["network"])
+  if runtime == "openvino":
+    if not openvino_runtime.available():
+      logging.warning("%s: its network runs on OpenVINO, which is not installed "
+                      "(pip install \"bert-tf2[openvino]\"); serving the "
+                      "SavedModel's fp32 network instead", path)
+      return None
+    try:
+      return openvino_runtime.OpenVINONetwork(
+          network_path, manifest["precision"], num_threads=num_threads)
+    except (RuntimeError, ValueError) as e:
+      raise ServingError(f"{network_path}: not an OpenVINO network this export "
+                         f"can run ({first_line(e)})") from None
+  from bert.serving import tflite  # pylint: disable=g-import-not-at-top
+  with open(network_path, "rb") as f:
+    blob = f.read()
+  try:
+    return tflite.TFLiteNetwork(blob, num_threads=num_threads)
+  except (ValueError, RuntimeError, KeyError) as e:
+    raise ServingError(f"{network_path}: not a TFLite network this export "
+                       f"can run ({first_line(e)})") from None
 
 
 def _load_saved_model(path: str):

@@ -201,12 +201,14 @@ def _gin_config_of_its_own():
 def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
                    precision: str = "fp32",
                    max_accuracy_drop: Optional[float] = None,
-                   gate=None) -> dict:
+                   gate=None, runtime: Optional[str] = None) -> dict:
   """Exports the serving model of a fine-tuned `bert-train` run, by its task:
   classifier, span_labeler, tagger or embedder, at `precision` (fp32, bf16,
-  int8). A reduced precision must pass the accuracy gate (`gate`, default
-  the task's eval split, `max_accuracy_drop` points below fp32; default per
-  task, see `bert.serving.gate`) or nothing is written. Returns the export's manifest
+  int8), its network run by `runtime` (`bert.export.write_serving`). A
+  reduced precision, or a network converted to another runtime, must pass
+  the accuracy gate (`gate`, default the task's eval split,
+  `max_accuracy_drop` points below fp32; default per task, see
+  `bert.serving.gate`) or nothing is written. Returns the export's manifest
   (its `kind`, `precision`, the gate's figures); a `kind` given that the run
   is not is an error, before anything is written."""
   from bert import export  # pylint: disable=g-import-not-at-top
@@ -223,8 +225,10 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
                           f"use --kind={run_kind}")
       # The same export as a model trained from Python (`model.export`).
       model.attach_preprocessor(task.preprocessor())
-      if gate is None and precision != "fp32":
+      if gate is None and (precision != "fp32" or
+                           runtime not in (None, "saved_model")):
         gate = task.serving_gate(max_drop=max_accuracy_drop)
-      return model.export(path, precision=precision, gate=gate)
+      return model.export(path, precision=precision, gate=gate,
+                          runtime=runtime)
   raise ConfigError(f"{model_dir} trained a {type(task).__name__}, which has no "
                    "serving export (classification, QA, tagging and embedding do)")

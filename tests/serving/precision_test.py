@@ -7,27 +7,13 @@ import pytest
 import tensorflow as tf
 
 from bert import BertEncoder, export
-from bert.data import classification_data as cd
 from bert.models import BertClassifier, BertTokenClassifier
 from bert import hardware as cpu
 from bert.serving import gate, loader, tflite
-from conftest import shared_data, small_config, vocab
-
-
-def sst2_texts(n):
-  return [e.text_a for e in cd.read_glue(
-      "sst-2", shared_data("glue", "SST-2", "dev.tsv"), "eval")[:n]]
-
-
-def classifier(seed=0, scale=1.0):
-  """A small classifier whose head is scaled up, so its labels are confident
-  (near-ties would flip under any rounding and blur the gate tests)."""
-  tf.keras.utils.set_random_seed(seed)
-  model = BertClassifier(BertEncoder(small_config(
-      vocab_size=30522, max_position_embeddings=64)), 2)
-  kernel = [w for w in model.head.weights if "kernel" in w.name][-1]
-  kernel.assign(kernel * scale)
-  return model
+from bert.serving.grouped import plan_groups
+from conftest import small_config, vocab
+from serving_helpers import (classifier, padded_inputs, self_labelled_gate,
+                             sst2_texts)
 
 
 def export_classifier(model, path, precision="fp32", gate_=None, buckets=None):
@@ -84,16 +70,6 @@ def test_every_precision_loads_with_one_loader_and_the_same_outputs_at_its_bucke
   assert ids["input_word_ids"].shape[1] == 64
   full_length = tf.nn.softmax(model(ids, training=False)["logits"]).numpy()
   assert np.abs(got - full_length).max() <= 1e-5
-
-
-def self_labelled_gate(model, texts, max_drop):
-  """A gate whose gold labels are the fp32 model's own, so fp32 scores 100."""
-  reference = export.ClassifierServing(model, vocab(), True, 64, ["neg", "pos"],
-                                       False, (64,))
-  labels = [l.decode() for l in reference.serve({"text": tf.constant(texts)})
-            ["label"].numpy()]
-  return gate.classification_gate(texts, labels, "sst2-dev-sample", None,
-                                  max_drop)
 
 
 # Slow: the refusal test's negative control passes a good export too.
@@ -254,7 +230,7 @@ def test_length_groups_are_the_cheapest_split_and_cover_every_row_once():
   for trial in range(40):
     lengths = rng.integers(1, 65, rng.integers(1, 12))
     cost = float(rng.choice([0, 8, 64, 300]))
-    groups = tflite.plan_groups(lengths, 8, cost)
+    groups = plan_groups(lengths, 8, cost)
     rows = np.concatenate([r for r, _ in groups])
     assert sorted(rows.tolist()) == list(range(len(lengths)))
     for r, length in groups:
@@ -267,16 +243,8 @@ def test_length_groups_are_the_cheapest_split_and_cover_every_row_once():
                 for split in _partitions(values))
     assert total == brute, (trial, lengths, cost)
   # Free calls: one group per distinct rounded length; costly calls: one group.
-  assert len(tflite.plan_groups(np.array([3, 20, 40, 60]), 8, 0)) == 4
-  assert len(tflite.plan_groups(np.array([3, 20, 40, 60]), 8, 1e9)) == 1
-
-
-def _padded_inputs(lengths, seq_length=64, seed=0):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(1000, 20000, (len(lengths), seq_length)).astype(np.int32)
-  mask = (np.arange(seq_length)[None, :] < np.asarray(lengths)[:, None]).astype(np.int32)
-  return dict(input_word_ids=ids * mask, input_mask=mask,
-              input_type_ids=np.zeros_like(ids))
+  assert len(plan_groups(np.array([3, 20, 40, 60]), 8, 0)) == 4
+  assert len(plan_groups(np.array([3, 20, 40, 60]), 8, 1e9)) == 1
 
 
 @pytest.mark.heavy
@@ -293,7 +261,7 @@ def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
   blob = tflite.convert(module.network.get_concrete_function(), module)
 
   # One group: the batch cut to its longest row rounded up to 8 tokens.
-  inputs = _padded_inputs([11, 5, 3])
+  inputs = padded_inputs([11, 5, 3])
   mask = inputs["input_mask"]
   cut = tflite.TFLiteNetwork(blob, num_threads=2)(**inputs)["logits"]
   whole = tflite.TFLiteNetwork(blob, num_threads=2, granularity=64)(**inputs)["logits"]
@@ -318,9 +286,9 @@ def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
 
   # Several groups, each at its own length, equal one group on real tokens.
   lengths = np.array([60, 5, 3, 41, 9, 17, 64, 2])
-  inputs = _padded_inputs(lengths)
+  inputs = padded_inputs(lengths)
   mask = inputs["input_mask"]
-  assert len(tflite.plan_groups(lengths, 8, 0.0)) == 5
+  assert len(plan_groups(lengths, 8, 0.0)) == 5
   grouped = tflite.TFLiteNetwork(blob, num_threads=2, invoke_cost=0.0)(**inputs)["logits"]
   whole = tflite.TFLiteNetwork(blob, num_threads=2, invoke_cost=1e9)(**inputs)["logits"]
   assert grouped.shape == whole.shape

@@ -1,0 +1,124 @@
+"""The network stage on OpenVINO, an optional runtime
+(`pip install "bert-tf2[openvino]"`).
+
+OpenVINO reads the network stage's TensorFlow graph itself
+(`openvino.convert_model` on its concrete function): the same weights, no
+ONNX step. The export writes the converted network beside the SavedModel
+(`assets.extra/network_openvino.xml` and `.bin`, fp32 weights); the
+tokenizer and post-processing stay in the SavedModel's graphs, as for
+TFLite (`bert.serving.stages`).
+
+Precisions: fp32 computes in fp32 (OpenVINO's `INFERENCE_PRECISION_HINT`
+f32; its own default on a bf16-capable CPU is bf16); bf16 computes the
+matmuls in bf16 on AVX512_BF16 or AMX.
+"""
+
+import os
+from typing import Dict, Optional
+
+import numpy as np
+
+from bert.serving.grouped import GroupedNetwork
+from bert.validation import ConfigError
+
+NETWORK_FILE = "network_openvino.xml"
+PRECISIONS = ("fp32", "bf16")
+# OpenVINO's names for them.
+_HINT = {"fp32": "f32", "bf16": "bf16"}
+# A call's cost beyond its tokens, in tokens of compute: as TFLite's
+# (bert.serving.tflite.INVOKE_COST_TOKENS) until measured apart.
+INVOKE_COST_TOKENS = 32.0
+
+
+def available() -> bool:
+  """Whether OpenVINO is installed."""
+  try:
+    import openvino  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return False
+  return True
+
+
+def require():
+  """The `openvino` module, or a one-line ConfigError saying how to get it."""
+  try:
+    import openvino  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise ConfigError("runtime=openvino needs OpenVINO: pip install "
+                      "\"bert-tf2[openvino]\"") from None
+  return openvino
+
+
+def convert(network):
+  """The `openvino.Model` of `network` (a serving module's network concrete
+  function, dict in and out), each input and output named by its key alone
+  (`input_word_ids`, ..., `logits`): OpenVINO also names them after
+  TensorFlow's tensors ("input_mask:0", ".../MatMul:0")."""
+  ov = require()
+  model = ov.convert_model(network)
+  keys = sorted(network.structured_outputs)      # TF flattens dicts by key
+  for port, key in zip(model.outputs, keys):
+    found = set(port.get_names()) & set(keys)
+    port.get_tensor().set_names(found if len(found) == 1 else {key})
+  for port in model.inputs:
+    port.get_tensor().set_names({_plain(n) for n in port.get_names()})
+  return model
+
+
+def save(model, path: str) -> None:
+  """Writes `model` as `path` (.xml) and its weights beside it (.bin), in
+  fp32 (OpenVINO's default would halve them to fp16)."""
+  require().save_model(model, path, compress_to_fp16=False)
+
+
+def _plain(name: str) -> str:
+  return name.split(":")[0]
+
+
+class OpenVINONetwork(GroupedNetwork):
+  """Runs a converted network on the CPU: int32 [batch, seq] NumPy arrays ->
+  dict of float32 outputs, in length groups (`bert.serving.grouped`).
+
+  Args:
+    model: an `openvino.Model` (`convert`) or the path of its .xml file.
+    precision: fp32 or bf16 (see the module's docstring).
+    num_threads: inference threads (default: OpenVINO's, every core).
+  """
+
+  def __init__(self, model, precision: str = "fp32",
+               num_threads: Optional[int] = None, granularity: int = 8,
+               invoke_cost: float = INVOKE_COST_TOKENS):
+    super().__init__(granularity, invoke_cost)
+    if precision not in PRECISIONS:
+      raise ConfigError(f"OpenVINO runs {' or '.join(PRECISIONS)}; got "
+                        f"precision={precision!r}")
+    ov = require()
+    core = ov.Core()
+    if isinstance(model, (str, os.PathLike)):
+      model = core.read_model(os.fspath(model))
+    config = {"INFERENCE_PRECISION_HINT": _HINT[precision],
+              "PERFORMANCE_HINT": "LATENCY"}
+    if num_threads:
+      config["INFERENCE_NUM_THREADS"] = int(num_threads)
+    self._compiled = core.compile_model(model, "CPU", config)
+    self._request = self._compiled.create_infer_request()
+    self._inputs = {port.get_any_name(): port for port in self._compiled.inputs}
+    self._outputs = {port.get_any_name(): port for port in self._compiled.outputs}
+    # Outputs with a sequence axis ([batch, seq, ...]) are padded back
+    # together; the others ([batch, ...]) are only reordered.
+    self._sequence_outputs = {
+        name: port.get_partial_shape().rank.get_length() >= 3 or (
+            port.get_partial_shape().rank.get_length() == 2 and
+            port.get_partial_shape()[1].is_dynamic)
+        for name, port in self._outputs.items()}
+
+  @property
+  def inference_precision(self) -> str:
+    """What OpenVINO computes in (its name: f32, bf16)."""
+    return self._compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+
+  def _run(self, inputs, rows, length) -> Dict[str, np.ndarray]:
+    feed = {self._inputs[k]: np.ascontiguousarray(v[rows, :length], np.int32)
+            for k, v in inputs.items()}
+    result = self._request.infer(feed)
+    return {name: np.array(result[port]) for name, port in self._outputs.items()}
