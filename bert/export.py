@@ -55,7 +55,7 @@ from bert.serving.classifier import ClassifierServing
 from bert.serving.embedder import EmbedderServing
 from bert.serving.fill_mask import FillMaskServing
 from bert.serving.gate import AccuracyGate, embedding_gate
-from bert.serving import loader, openvino_runtime
+from bert.serving import host, loader, openvino_runtime
 from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
                                  StagedServing)
 from bert.serving.precision import bf16_copy
@@ -240,6 +240,10 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
         converted, precision))
     manifest["network"] = openvino_runtime.NETWORK_FILE
   manifest.update(precision=precision, runtime=runtime)
+  # Small batches skip the graphs where the network runs outside them.
+  hosted = fp32.host() if runtime in ("tflite", "openvino") else None
+  if hosted is not None:
+    manifest["host"] = hosted[0]
   if gate is not None and candidate is not None:
     # The gate's name for the candidate: its precision, and the runtime
     # where that is not the precision's own (an OpenVINO fp32 network is
@@ -257,6 +261,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
         f.write(blob)
     if converted is not None:
       openvino_runtime.save(converted, os.path.join(extra, manifest["network"]))
+    if hosted is not None:
+      host.write_vocab(hosted[1], extra)
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
       json.dump(manifest, f, indent=2)
   return manifest

@@ -5,7 +5,9 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
+from bert.serving import host
 from bert.serving.stages import ServingModule, cut_to_bucket
 
 
@@ -27,6 +29,18 @@ class ClassifierServing(ServingModule):
     inputs = self.packer([self.tokenizer(strings[k])
                           for k in self.string_inputs])
     return cut_to_bucket(inputs, self.buckets)
+
+  def host(self):
+    """Small batches in Python (`bert.serving.host`) where the tokenizer is
+    BERT's WordPiece with no whole-matched special tokens."""
+    if (not isinstance(self.tokenizer, BertTokenizer)
+        or self.tokenizer.special_tokens):
+      return None
+    labels = None if self.regression else [
+        l.decode("utf-8") for l in self.labels.numpy()]
+    return host.classifier_spec(self.tokenizer.lower_case,
+                                self.packer.seq_length, self.buckets,
+                                self.string_inputs, labels), self.tokenizer.vocab
 
   def _postprocess(self, strings, features, outputs):
     logits = outputs["logits"]                                   # [b, classes]

@@ -20,6 +20,7 @@ from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
 from bert.serving import openvino_runtime
 from bert.serving.embedder import ServedEmbedder
+from bert.serving.host import HostClassifier
 from bert.serving.tflite import PRECISIONS
 from bert.untrusted import first_line, named_path, read_json
 
@@ -44,16 +45,22 @@ class StagedServing:
 
   def __init__(self, preprocess: Callable, network: Callable,
                postprocess: Callable, string_inputs: Sequence[str],
-               empty_network: Optional[Callable] = None):
+               empty_network: Optional[Callable] = None,
+               host: Optional[HostClassifier] = None):
     self._preprocess = preprocess
     self._network = network
     self._postprocess = postprocess
     self.string_inputs = tuple(string_inputs)
     # TFLite cannot run a batch of 0 rows; the TF network can.
     self._empty_network = empty_network or network
+    # Small batches' preprocess and postprocess in Python.
+    self._host = host
 
   def __call__(self, **strings) -> Dict[str, tf.Tensor]:
     strings = _string_inputs(strings, self.string_inputs)
+    texts = self._host.accepts(strings) if self._host is not None else None
+    if texts is not None:
+      return self._host.postprocess(self._network(**self._host.preprocess(texts)))
     features = self._preprocess(**strings)
     inputs = {k: features[k] for k in ENCODER_INPUTS}
     empty = inputs["input_word_ids"].shape[0] == 0
@@ -168,7 +175,8 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
                          f"{', '.join(signatures)}")
     function = StagedServing(signatures["preprocess"], network,
                              signatures["postprocess"], names,
-                             empty_network=signatures["network"])
+                             empty_network=signatures["network"],
+                             host=_host(path, manifest))
   if manifest.get("kind") == "embedder":
     function = ServedEmbedder(function)
   function.manifest = manifest
@@ -178,6 +186,21 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
   # Keeps the SavedModel's resources (tables, variables) alive.
   function.saved_model = loaded
   return function
+
+
+def _host(path: str, manifest: Dict) -> Optional[HostClassifier]:
+  """The Python stages of small batches (`bert.serving.host`), where the
+  export has them."""
+  spec = manifest.get("host")
+  if spec is None:
+    return None
+  extra = os.path.join(path, "assets.extra")
+  manifest_path = os.path.join(path, MANIFEST)
+  try:
+    named_path(extra, spec.get("vocab"), ServingError, manifest_path)
+    return HostClassifier(spec, extra)
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise ServingError(f"{manifest_path}: host: {first_line(e)}") from None
 
 
 def _network(path: str, manifest: Dict, num_threads: Optional[int]):

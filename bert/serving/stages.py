@@ -96,6 +96,11 @@ class ServingModule(tf.Module):
                 network=self.network.get_concrete_function(),
                 postprocess=self.postprocess.get_concrete_function())
 
+  def host(self):
+    """(the manifest's `host` entry, the vocabulary's tokens) of an export
+    whose small batches can run in Python (`bert.serving.host`), or None."""
+    return None
+
   def _network(self, inputs):
     return dict(self.model({k: inputs[k] for k in self.network_inputs},
                            training=False))

@@ -1,0 +1,167 @@
+"""Small batches in Python (`bert.serving.host`): the host tokenizer and
+packer give the graph's encoder inputs, and a served batch answers as the
+graphs do."""
+
+import json
+import os
+import string
+
+from hypothesis import given, settings, strategies as st
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert import export
+from bert.data import classification_data as cd
+from bert.data import ner_data, squad_json
+from bert.layers.bert_tokenizer import read_vocab
+from bert.serving import host, loader
+from conftest import shared_data, vocab
+from serving_helpers import classifier, sst2_texts
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def module(pairs, seq_length=128, buckets=(32, 64, 96, 128), lower_case=True,
+           labels=("neg", "pos")):
+  return export.ClassifierServing(classifier(), vocab(), lower_case, seq_length,
+                                  list(labels), pairs, buckets)
+
+
+def host_of(serving, folder):
+  spec, tokens = serving.host()
+  host.write_vocab(tokens, str(folder))
+  return host.HostClassifier(spec, str(folder))
+
+
+def compare(serving, hosted, rows):
+  """Host and graph encoder inputs of `rows` (name -> texts), in batches of
+  host.MAX_ROWS; returns how many rows were compared."""
+  names = serving.string_inputs
+  n = len(rows[names[0]])
+  for start in range(0, n, host.MAX_ROWS):
+    batch = {k: tf.constant(v[start:start + host.MAX_ROWS]) for k, v in rows.items()}
+    texts = hosted.accepts(batch)
+    assert texts is not None
+    got = hosted.preprocess(texts)
+    want = serving.preprocess(batch)
+    for k in ENCODER_INPUTS:
+      assert got[k].dtype == np.int32
+      np.testing.assert_array_equal(got[k], want[k].numpy(), err_msg=(
+          f"{k} of {[v[start:start + host.MAX_ROWS] for v in rows.values()]}"))
+  return n
+
+
+def test_host_inputs_equal_the_graphs_on_the_shared_data(tmp_path):
+  single = module(pairs=False)
+  hosted = host_of(single, tmp_path)
+  sst2 = [t for t in sst2_texts(872) if t.isascii()]
+  words = [" ".join(s.words) for s in ner_data.read_conll(
+      shared_data("ner", "wnut17", "emerging.dev.conll"))]
+  words = [t for t in words if t.isascii()]
+  squad = squad_json.read_squad(shared_data("squad", "dev-v1.1.json"))
+  questions = [e.question for e in squad[:1500] if e.question.isascii()]
+  # Contexts are longer than 128 pieces: the packer's truncation.
+  contexts = [c for c in dict.fromkeys(e.context for e in squad[:1500])
+              if c.isascii()]
+  n = compare(single, hosted, {"text": sst2 + words + questions + contexts})
+  assert n > 3000 and len(contexts) > 50
+
+  pairs = module(pairs=True, seq_length=64, buckets=(16, 32, 64))
+  hosted = host_of(pairs, tmp_path)
+  mrpc = [e for e in cd.read_glue("mrpc", shared_data("glue", "MRPC", "dev.tsv"),
+                                  "eval") if (e.text_a + e.text_b).isascii()]
+  n = compare(pairs, hosted, {"text": [e.text_a for e in mrpc],
+                              "text_b": [e.text_b for e in mrpc]})
+  # Questions with their contexts: the longer segment is cut, tie to the second.
+  asked = [e for e in squad[:1500] if (e.question + e.context).isascii()][:200]
+  n += compare(pairs, hosted, {"text": [e.question for e in asked],
+                               "text_b": [e.context for e in asked]})
+  assert n > 500
+
+
+# ASCII with what BERT's rules treat specially: controls (removed), tabs
+# and line breaks (spaces), punctuation (split off), letters in both cases
+# (lower-cased), and runs of letters beyond 100 characters ([UNK]).
+_ASCII_TEXT = st.lists(st.one_of(
+    st.text(alphabet=string.ascii_letters + string.digits, max_size=12),
+    st.text(alphabet=string.punctuation + " \t\n\r\x00\x01\x0b\x0c\x1f\x7f",
+            max_size=4),
+    st.sampled_from(["[MASK]", "[CLS]", "##ing", "don't", "U.S.A.", "a" * 101,
+                     "b" * 100, "unaffable", "Hello"])), max_size=30).map("".join)
+
+
+@pytest.fixture(scope="module")
+def generated_cases(tmp_path_factory):
+  """Pairs at a short sequence (truncation is common), and a cased
+  single-text classifier, each with its host stages."""
+  pairs = module(pairs=True, seq_length=24, buckets=(8, 16, 24))
+  cased = module(pairs=False, seq_length=24, buckets=(24,), lower_case=False)
+  return (pairs, host_of(pairs, tmp_path_factory.mktemp("pairs")),
+          cased, host_of(cased, tmp_path_factory.mktemp("cased")))
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(_ASCII_TEXT, _ASCII_TEXT), min_size=1,
+                     max_size=host.MAX_ROWS))
+def test_host_inputs_equal_the_graphs_on_generated_ascii(generated_cases, rows):
+  pairs, pairs_host, cased, cased_host = generated_cases
+  compare(pairs, pairs_host, {"text": [a for a, _ in rows],
+                              "text_b": [b for _, b in rows]})
+  compare(cased, cased_host, {"text": [a for a, _ in rows]})
+
+
+def test_the_host_vocab_is_the_models(tmp_path):
+  spec, tokens = module(pairs=False).host()
+  host.write_vocab(tokens, str(tmp_path))
+  assert json.load(open(tmp_path / spec["vocab"])) == read_vocab(vocab())
+
+
+@pytest.mark.heavy
+def test_small_batches_run_in_python_and_answer_as_the_graphs(tmp_path,
+                                                              monkeypatch):
+  model = classifier(scale=20.0)
+  manifest = export.export_classifier(
+      model, str(tmp_path / "int8"), vocab(), True, 64, ["neg", "pos"],
+      pairs=False, precision="int8", length_buckets=(16, 32, 64))
+  assert manifest["host"]["vocab"] == host.VOCAB_FILE
+  assert (tmp_path / "int8" / "assets.extra" / host.VOCAB_FILE).is_file()
+  serve = export.load_serving(str(tmp_path / "int8"), num_threads=2)
+  graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
+  graph._host = None                 # pylint: disable=protected-access
+  calls = []
+  real = host.HostClassifier.preprocess
+  monkeypatch.setattr(host.HostClassifier, "preprocess",
+                      lambda self, texts: calls.append(texts) or real(self, texts))
+  texts = sst2_texts(40)
+  for size in (1, 2, host.MAX_ROWS):
+    for start in range(0, 16, size):
+      batch = texts[start:start + size]
+      got, want = serve(text=batch), graph(text=batch)
+      assert set(got) == set(want) == {"probabilities", "label"}
+      assert got["probabilities"].dtype == want["probabilities"].dtype
+      np.testing.assert_allclose(got["probabilities"].numpy(),
+                                 want["probabilities"].numpy(), atol=1e-6)
+      np.testing.assert_array_equal(got["label"].numpy(), want["label"].numpy())
+  assert len(calls) == 16 + 8 + 2
+  # Not here: a batch over MAX_ROWS, one with a non-ASCII text, no rows.
+  calls.clear()
+  assert serve(text=texts[:host.MAX_ROWS + 1])["label"].shape == (9,)
+  assert serve(text=["caf\u00e9 au lait"])["label"].shape == (1,)
+  assert serve(text=[])["label"].shape == (0,)
+  assert not calls
+  # An fp32 export has no host path: its network is a TensorFlow graph.
+  fp32 = export.export_classifier(model, str(tmp_path / "fp32"), vocab(), True,
+                                  64, ["neg", "pos"], pairs=False)
+  assert "host" not in fp32
+
+
+def test_a_damaged_host_entry_is_one_error_naming_the_manifest(tmp_path):
+  model = classifier()
+  export.export_classifier(model, str(tmp_path / "m"), vocab(), True, 64,
+                           ["neg", "pos"], pairs=False, precision="int8",
+                           length_buckets=(64,))
+  os.remove(tmp_path / "m" / "assets.extra" / host.VOCAB_FILE)
+  with pytest.raises(loader.ServingError,
+                     match=r"serving.json: host: .*host_vocab.json"):
+    export.load_serving(str(tmp_path / "m"))
