@@ -26,6 +26,9 @@ from typing import Iterator, Optional, Sequence, Tuple, Union
 
 from bert.errors import DataError
 from bert.io import read_text
+from bert.layers.byte_level_bpe import (byte_level_text, read_merges,
+                                        read_vocab_json)
+from bert.layers.sentencepiece_model import number_comma, parse_model
 
 WORDPIECE = "wordpiece"
 BYTE_PAIR = "byte_pair"
@@ -43,13 +46,6 @@ FILES = (VOCAB_TXT, VOCAB_JSON, SPIECE_MODEL, TOKENIZER_JSON)
 KIND_OF_FAMILY = {"bert": WORDPIECE, "distilbert": WORDPIECE,
                   "electra": WORDPIECE, "roberta": BYTE_PAIR,
                   "albert": SENTENCEPIECE}
-
-@functools.lru_cache(maxsize=None)
-def _byte_of_char():
-  """GPT-2's byte -> character table, inverted (built once)."""
-  from bert.layers.byte_pair_tokenizer import bytes_to_unicode  # pylint: disable=g-import-not-at-top
-  return {c: b for b, c in bytes_to_unicode().items()}
-
 
 # The WordPiece decoder's clean-up of each piece, in its order.
 _CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
@@ -158,18 +154,7 @@ class Vocabulary(Sequence):
     if self.kind == SENTENCEPIECE:
       text = "".join(tokens).replace("\u2581", " ")
       return text[1:] if tokens and tokens[0].startswith("\u2581") else text
-    to_byte = _byte_of_char()
-    special = set(self.special_tokens)
-    parts, run = [], bytearray()
-    for t in tokens + [None]:
-      if t is None or t in special:
-        parts.append(run.decode("utf-8", errors="replace"))
-        run = bytearray()
-        if t is not None:
-          parts.append(t)
-      else:
-        run.extend(to_byte[c] for c in t)
-    return "".join(parts)
+    return byte_level_text(tokens, self.special_tokens)
 
   # -------------------------------------------------------- tokenizers
   def tokenizer(self, lower_case: Optional[bool] = None,
@@ -299,7 +284,6 @@ class Vocabulary(Sequence):
       if not os.path.isfile(merges):
         raise DataError(f"{path}: a byte-level BPE vocabulary needs the "
                         f"{MERGES_TXT} beside it")
-      from bert.layers.byte_pair_tokenizer import read_merges, read_vocab_json  # pylint: disable=g-import-not-at-top
       vocab = read_vocab_json(path)
       return _byte_pair(sorted(vocab, key=vocab.get),
                         [f"{a} {b}" for a, b in read_merges(merges)], path)
@@ -342,7 +326,6 @@ def _byte_pair(tokens, merges, source) -> Vocabulary:
 
 def _sentencepiece(data: bytes, source: str, lower_case: Optional[bool]
                    ) -> Vocabulary:
-  from bert.layers.sentencepiece_tokenizer import parse_model  # pylint: disable=g-import-not-at-top
   proto = parse_model(data, source, number_comma_penalty=False)
   return Vocabulary(SENTENCEPIECE, tuple(p.piece for p in proto.pieces),
                     model=proto.SerializeToString(), source=source,
@@ -414,7 +397,6 @@ def _unigram_model(data: dict, model: dict, path: str) -> bytes:
   control pieces, and the precompiled normalisation map. transformers wrote
   the scores of number-comma pieces 100 lower than spiece.model's; they are
   given back, as `SentencePieceTokenizer` lowers them itself."""
-  from bert.layers.sentencepiece_tokenizer import number_comma  # pylint: disable=g-import-not-at-top
   from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
   vocab = model.get("vocab")
   if (not isinstance(vocab, list) or not vocab or not all(
