@@ -11,8 +11,10 @@ import json
 import os
 from typing import Any, Optional, Sequence
 
+from bert import untrusted
 from bert.errors import DataError
 from bert.io import read_text
+from bert.untrusted import read_json
 from bert.layers.sentencepiece_model import number_comma
 
 # The model types of a tokenizer.json read here (tokenizers' names).
@@ -51,25 +53,28 @@ def read_tokenizer_json(path: str, lower_case: Optional[bool]
                         ) -> TokenizerModel:
   """The WordPiece, BPE or Unigram model of the tokenizer.json `path`;
   `lower_case` (None: the file's) is the casing it is read with."""
-  try:
-    data = json.loads(read_text(path))
-  except ValueError as e:
-    raise DataError(f"{path}: not JSON ({e})") from None
-  model = data.get("model") if isinstance(data, dict) else None
-  kind = model.get("type") if isinstance(model, dict) else None
+  data = read_json(path, DataError)
+  model = data.get("model")
+  kind = model.get("type") if isinstance(model, dict) else untrusted.kind(model)
   if kind == WORDPIECE_MODEL:
     vocab = _id_map(model.get("vocab"), path)
-    normalizer = data.get("normalizer") or {}
+    # A WordPiece vocabulary is a vocab.txt's lines (a checkpoint's is
+    # written as one): a token must be one line, not blank.
+    bad = next((t for t in vocab if "\n" in t or not t.strip()), None)
+    if bad is not None:
+      raise DataError(f"{path}: model.vocab token {bad!r} cannot be a line "
+                      "of a vocab.txt")
+    normalizer = _section(data, "normalizer")
     if lower_case is None and normalizer.get("type") == "BertNormalizer":
       value = normalizer.get("lowercase")
       lower_case = value if isinstance(value, bool) else None
-    decoder = data.get("decoder") or {}
+    decoder = _section(data, "decoder")
     cleanup = decoder.get("cleanup") if decoder.get("type") == "WordPiece" else None
     return TokenizerModel(kind, vocab, lower_case=lower_case,
                           clean_up_spaces=cleanup if isinstance(cleanup, bool)
                           else True)
   if kind == BPE_MODEL:
-    pre = data.get("pre_tokenizer") or {}
+    pre = _section(data, "pre_tokenizer")
     if pre.get("type") != "ByteLevel":
       raise DataError(f"{path}: a BPE tokenizer without the ByteLevel "
                       "pre-tokenizer (RoBERTa's) is not supported")
@@ -97,13 +102,24 @@ def _id_map(vocab, path) -> list:
   return sorted(vocab, key=vocab.get)
 
 
+def _section(data: dict, key: str) -> dict:
+  """The object `data[key]`; {} when absent or not an object."""
+  value = data.get(key)
+  return value if isinstance(value, dict) else {}
+
+
+def _normalizer_steps(data: dict) -> list:
+  """The normalizer's steps that are objects: a Sequence's, or itself."""
+  normalizer = _section(data, "normalizer")
+  steps = normalizer.get("normalizers", [normalizer])
+  return [s for s in steps if isinstance(s, dict)] if isinstance(
+      steps, list) else []
+
+
 def _unigram_casing(data, lower_case):
   if lower_case is not None:
     return lower_case
-  normalizer = data.get("normalizer") or {}
-  steps = normalizer.get("normalizers", [normalizer])
-  return any(isinstance(s, dict) and s.get("type") == "Lowercase"
-             for s in steps)
+  return any(s.get("type") == "Lowercase" for s in _normalizer_steps(data))
 
 
 def _unigram_model(data: dict, model: dict, path: str) -> bytes:
@@ -121,8 +137,10 @@ def _unigram_model(data: dict, model: dict, path: str) -> bytes:
   unk_id = model.get("unk_id")
   if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
     raise DataError(f"{path}: model.unk_id must be an id of model.vocab")
-  special = {t.get("content") for t in data.get("added_tokens") or []
-             if isinstance(t, dict) and t.get("special")}
+  added = data.get("added_tokens")
+  special = {t.get("content") for t in (added if isinstance(added, list) else [])
+             if isinstance(t, dict) and t.get("special")
+             and isinstance(t.get("content"), str)}
   proto = sentencepiece_model_pb2.ModelProto()
   proto.trainer_spec.model_type = sentencepiece_model_pb2.TrainerSpec.UNIGRAM
   proto.trainer_spec.unk_id = unk_id
@@ -139,9 +157,8 @@ def _unigram_model(data: dict, model: dict, path: str) -> bytes:
   spec.add_dummy_prefix = True
   spec.remove_extra_whitespaces = True
   spec.escape_whitespaces = True
-  normalizer = data.get("normalizer") or {}
-  for step in normalizer.get("normalizers", [normalizer]):
-    if isinstance(step, dict) and step.get("type") == "Precompiled":
+  for step in _normalizer_steps(data):
+    if step.get("type") == "Precompiled":
       try:
         spec.precompiled_charsmap = base64.b64decode(
             step.get("precompiled_charsmap") or "", validate=True)

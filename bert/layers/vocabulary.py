@@ -244,7 +244,7 @@ class Vocabulary(Sequence):
     if self.kind == WORDPIECE:
       path = os.path.join(folder, VOCAB_TXT)
       with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(t + "\n" for t in self.tokens))
+        f.write(self.vocab_txt())
     elif self.kind == BYTE_PAIR:
       path = os.path.join(folder, VOCAB_JSON)
       with open(path, "w", encoding="utf-8") as f:
@@ -257,6 +257,11 @@ class Vocabulary(Sequence):
       with open(path, "wb") as f:
         f.write(self.model)
     return path
+
+  def vocab_txt(self) -> str:
+    """A WordPiece vocabulary as the text of its vocab.txt: a token a line,
+    in id order."""
+    return "".join(t + "\n" for t in self.tokens)
 
   @classmethod
   def from_file(cls, path: str) -> "Vocabulary":
