@@ -2,7 +2,9 @@
 
 Every format converts to and from a flat dict {TF1 name: numpy array}; this
 module maps that dict onto our objects and back. One table (`weight_specs`)
-serves both directions, so reading and writing cannot drift apart.
+serves both directions, so reading and writing cannot drift apart. A format
+of other names builds the dict in a `RenamedArrays`, which refuses two
+variables under one name.
 
 Names, for layer i (google-research `modeling.py` / `run_pretraining.py`):
   bert/embeddings/{word_embeddings,token_type_embeddings,position_embeddings}
@@ -38,7 +40,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from bert.checkpoints.errors import CheckpointMismatchError
+from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
 from bert.config import BertConfig
 
 HEAD_PREFIX = "cls/"
@@ -308,6 +310,30 @@ def assign_from_tf1(arrays: Dict[str, np.ndarray], encoder, masked_lm=None,
       full[..., s.index] = arrays[s.name]
     variable.assign(full)
   return ignored
+
+
+class RenamedArrays(dict):
+  """{our name: array} of a checkpoint whose names are being translated,
+  where a second variable under one name (a file holding both spellings of
+  a weight) is an error naming both."""
+
+  def __init__(self, source):
+    super().__init__()
+    self._source = source
+    self._origin = {}
+
+  def put(self, name, value, origin):
+    if name in self:
+      raise CheckpointError(f"{self._source}: {origin} and "
+                            f"{self._origin[name]} are both {name}")
+    self[name] = value
+    self._origin[name] = origin
+
+
+def num_layer_blocks(arrays) -> int:
+  """How many `bert/encoder/layer_i` blocks the names hold (at least 1)."""
+  return len({n.split("/")[2] for n in arrays
+              if n.startswith("bert/encoder/layer_")}) or 1
 
 
 def _listing(names, limit=12):

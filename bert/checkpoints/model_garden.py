@@ -34,7 +34,6 @@ Writing produces the functional layout, which `tfm.nlp.networks.BertEncoder`
 the same layout is `tfm.nlp.networks.AlbertEncoder`'s.
 """
 
-import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -44,67 +43,17 @@ from bert.checkpoints import mapping
 from bert.checkpoints import object_graph
 from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
+from bert.checkpoints.model_garden_names import (BLOCK, ELECTRA_HEAD,
+                                                 ELECTRA_ROOT, FUNCTIONAL_PATH,
+                                                 MASKED_LM, MASKED_LM_PATH,
+                                                 OTHER_HEADS,
+                                                 OTHER_HEADS_PREFIX,
+                                                 attribute_name, flatten)
+
+__all__ = ["OTHER_HEADS_PREFIX", "check_writable", "flatten", "from_tf1",
+           "is_model_garden", "read", "to_tf1", "write"]
 
 _SUFFIX = object_graph.VALUE_SUFFIX
-
-_BLOCK = {
-    "_attention_layer/_query_dense": "attention/self/query",
-    "_attention_layer/_key_dense": "attention/self/key",
-    "_attention_layer/_value_dense": "attention/self/value",
-    "_attention_layer/_output_dense": "attention/output/dense",
-    "_attention_layer_norm": "attention/output/LayerNorm",
-    "_intermediate_dense": "intermediate/dense",
-    "_output_dense": "output/dense",
-    "_output_layer_norm": "output/LayerNorm",
-}
-_ATTRIBUTE_EMBEDDINGS = {
-    "_embedding_layer/embeddings": "bert/embeddings/word_embeddings",
-    "_position_embedding_layer/_position_embeddings":
-        "bert/embeddings/position_embeddings",
-    "_position_embedding_layer/embeddings": "bert/embeddings/position_embeddings",
-    "_type_embedding_layer/embeddings": "bert/embeddings/token_type_embeddings",
-    "_embedding_norm_layer/gamma": "bert/embeddings/LayerNorm/gamma",
-    "_embedding_norm_layer/beta": "bert/embeddings/LayerNorm/beta",
-    "_embedding_projection/kernel": "bert/encoder/embedding_hidden_mapping_in/kernel",
-    "_embedding_projection/bias": "bert/encoder/embedding_hidden_mapping_in/bias",
-    "_pooler_layer/kernel": "bert/pooler/dense/kernel",
-    "_pooler_layer/bias": "bert/pooler/dense/bias",
-}
-_ATTRIBUTE_PATH = re.compile(
-    r"(?:(?P<root>.+)/)?(?:(?P<emb>" +
-    "|".join(re.escape(k) for k in _ATTRIBUTE_EMBEDDINGS) +
-    r")|_transformer_layers/(?P<layer>\d+)/(?P<sub>" +
-    "|".join(re.escape(k) for k in _BLOCK) +
-    r")/(?P<leaf>kernel|bias|gamma|beta))")
-_FUNCTIONAL_PATH = re.compile(r"(?:(?P<root>.+)/)?layer_with_weights-(?P<index>\d+)/(?P<sub>.+)")
-_MASKED_LM = {
-    "dense/kernel": "cls/predictions/transform/dense/kernel",
-    "dense/bias": "cls/predictions/transform/dense/bias",
-    "layer_norm/gamma": "cls/predictions/transform/LayerNorm/gamma",
-    "layer_norm/beta": "cls/predictions/transform/LayerNorm/beta",
-    "output_bias.Sbias": "cls/predictions/output_bias",
-    "bias": "cls/predictions/output_bias",
-    # Only when not the encoder's own table (an untied head): not a BERT
-    # weight, so strict loading names it.
-    "embedding_table": "cls/predictions/embedding_table",
-}
-_MASKED_LM_PATH = re.compile(r"(?:.+/)?masked_lm/(?P<sub>" +
-                             "|".join(re.escape(k) for k in _MASKED_LM) + ")")
-_OTHER_HEADS = re.compile(r"(?:.+/)?(?:next_sentence\.\.pooler_dense|"
-                          r"classification_heads/\d+)/.+")
-OTHER_HEADS_PREFIX = "cls/model_garden/"
-
-
-# Model Garden's `ElectraPretrainer` (a training checkpoint,
-# `tf.train.Checkpoint(model=pretrainer)`): its discriminator is the encoder
-# read; the generator's network and heads are another model.
-_ELECTRA_ROOT = re.compile(r"(?P<root>(?:.+/)?)discriminator_network/.+")
-_ELECTRA_HEAD = {
-    "discriminator_projection/kernel": "dense/kernel",
-    "discriminator_projection/bias": "dense/bias",
-    "discriminator_head/kernel": "dense_1/kernel",
-    "discriminator_head/bias": "dense_1/bias",
-}
 
 
 def is_model_garden(keys) -> bool:
@@ -120,30 +69,6 @@ def read(prefix: str) -> Dict[str, np.ndarray]:
   return to_tf1(arrays, paths, prefix)
 
 
-def flatten(name, value):
-  """Model Garden's [hidden, heads, size] / [heads, size] / [heads, size,
-  hidden] attention weights -> TF1 2-D / 1-D."""
-  if "attention/output/dense/kernel" in name and value.ndim == 3:
-    return value.reshape(-1, value.shape[-1])
-  if "attention/self/" in name:
-    if name.endswith("/kernel") and value.ndim == 3:
-      return value.reshape(value.shape[0], -1)
-    if name.endswith("/bias") and value.ndim == 2:
-      return value.reshape(-1)
-  return value
-
-
-def _attribute_name(path: str):
-  """(root, TF1 name) for an attribute path of the encoder, else None."""
-  m = _ATTRIBUTE_PATH.fullmatch(path)
-  if not m:
-    return None
-  if m.group("emb"):
-    return m.group("root"), _ATTRIBUTE_EMBEDDINGS[m.group("emb")]
-  return m.group("root"), (f"bert/encoder/layer_{m.group('layer')}/"
-                           f"{_BLOCK[m.group('sub')]}/{m.group('leaf')}")
-
-
 def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
            source: str) -> Dict[str, np.ndarray]:
   """{checkpoint key: array} -> {TF1 name: array}.
@@ -155,7 +80,7 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
   """
   out: Dict[str, np.ndarray] = {}
   electra = next((m.group("root") for key in arrays
-                  for m in map(_ELECTRA_ROOT.fullmatch,
+                  for m in map(ELECTRA_ROOT.fullmatch,
                                (paths or {}).get(key, [key])) if m), None)
   # Each encoder weight by attribute path and, where the layer list reaches
   # it, by position: {key: ((root, TF1 name) or None, value)} and
@@ -169,9 +94,9 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
       continue
     candidates = [p[:-len(_SUFFIX)] for p in (paths or {}).get(key, [key])]
     if electra is not None:
-      head = next((_ELECTRA_HEAD[p[len(electra):]] for p in candidates
+      head = next((ELECTRA_HEAD[p[len(electra):]] for p in candidates
                    if p.startswith(electra)
-                   and p[len(electra):] in _ELECTRA_HEAD), None)
+                   and p[len(electra):] in ELECTRA_HEAD), None)
       if head:
         out[mapping.DISCRIMINATOR_PREFIX + head] = value
         continue
@@ -180,8 +105,8 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
       if not candidates:
         out[mapping.OTHER_NETWORK_PREFIX + key] = value
         continue
-    named = next((n for n in map(_attribute_name, candidates) if n), None)
-    m = next((m for m in map(_FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
+    named = next((n for n in map(attribute_name, candidates) if n), None)
+    m = next((m for m in map(FUNCTIONAL_PATH.fullmatch, candidates) if m), None)
     if m:
       functional_root = m.group("root")
       functional.setdefault(int(m.group("index")), {})[(m.group("sub"), key)] = value
@@ -190,10 +115,10 @@ def to_tf1(arrays: Dict[str, np.ndarray], paths: Optional[Dict[str, List[str]]],
       continue
     if m:
       continue
-    m = next((m for m in map(_MASKED_LM_PATH.fullmatch, candidates) if m), None)
+    m = next((m for m in map(MASKED_LM_PATH.fullmatch, candidates) if m), None)
     if m:
-      out[_MASKED_LM[m.group("sub")]] = value
-    elif any(_OTHER_HEADS.fullmatch(p) for p in candidates):
+      out[MASKED_LM[m.group("sub")]] = value
+    elif any(OTHER_HEADS.fullmatch(p) for p in candidates):
       out[OTHER_HEADS_PREFIX + candidates[0]] = value
     else:
       out[key] = value
@@ -266,8 +191,8 @@ def _functional_to_tf1(layers: Dict[int, Dict[str, np.ndarray]], root: str,
   for i, index in enumerate(blocks):
     for path in list(layers[index]):
       sub, _, leaf = path.rpartition("/")
-      if sub in _BLOCK:
-        name = f"bert/encoder/layer_{i}/{_BLOCK[sub]}/{leaf}"
+      if sub in BLOCK:
+        name = f"bert/encoder/layer_{i}/{BLOCK[sub]}/{leaf}"
         out[name] = flatten(name, layers[index].pop(path))
   out["bert/pooler/dense/kernel"] = _take(layers, pooler, ["kernel"], source)
   out["bert/pooler/dense/bias"] = _take(layers, pooler, ["bias"], source)
@@ -316,7 +241,7 @@ def from_tf1(arrays: Dict[str, np.ndarray], num_heads: int) -> Dict[str, np.ndar
     index = 5
   head_size = hidden // num_heads
   for i in range(num_layers):
-    for sub, tf1_sub in _BLOCK.items():
+    for sub, tf1_sub in BLOCK.items():
       for leaf in (("gamma", "beta") if "norm" in sub else ("kernel", "bias")):
         value = arrays[f"bert/encoder/layer_{i}/{tf1_sub}/{leaf}"]
         if tf1_sub.startswith("attention/self/"):

@@ -8,8 +8,7 @@ Keras name (`transformer/layer_0/self_attention/query/kernel`) is recorded
 beside it in the checkpoint's object graph (`full_name`), so the weights and
 the config are read without loading or running the SavedModel's graph. The
 one thing the weights do not say, the feed-forward activation, is read from
-the op types the graph's functions use (`Erf`: exact GELU; `Pow`, the cube in
-the tanh form: GELU as Model Garden names it; else `Relu`).
+the op types the graph's functions use (`tfhub_graph`).
 
 Names, layer i (functional `BertEncoder`; `EncoderScaffold` numbers blocks
 `transformer/`, `transformer_1/`, ... and calls the pooler `cls_transform`;
@@ -26,31 +25,32 @@ bias, transform/dense/..., transform/LayerNorm/...}.
 TF Hub's ALBERT encoders (`albert_en_base`, ...) are Model Garden's
 `AlbertEncoder`: the same names, one block `transformer/...` that every layer
 runs, and a SentencePiece model as their asset. How many layers run it is in
-no weight; it is read from the AlbertEncoder's Keras config
-(keras_metadata.pb, or saved_model.pb's object metadata before TF 2.5).
+no weight; it is read from the AlbertEncoder's Keras config (`tfhub_graph`).
 """
 
-import json
 import os
 import re
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
 
 from bert.checkpoints import mapping
 from bert.checkpoints import model_garden
 from bert.checkpoints import object_graph
 from bert.checkpoints import tf1
 from bert.checkpoints.errors import CheckpointError, CheckpointMismatchError
+from bert.checkpoints.tfhub_graph import (KERAS_METADATA, SAVED_MODEL,
+                                          activation, albert_layers, graph_ops)
 from bert.config import BertConfig
 from bert.networks.bert_encoder import BertEncoder
 from bert.networks.pretraining_heads import build_pretraining_heads
 from bert.validation import ConfigError
 
-SAVED_MODEL = "saved_model.pb"
-KERAS_METADATA = "keras_metadata.pb"
+__all__ = ["DO_LOWER_CASE_KEY", "KERAS_METADATA", "OWN_CONFIG", "SAVED_MODEL",
+           "TF1_HUB_MODULE", "VARIABLES", "activation", "albert_layers",
+           "assets", "graph_ops", "infer_config", "is_saved_model", "read"]
+
 TF1_HUB_MODULE = "tfhub_module.pb"
 VARIABLES = os.path.join("variables", "variables")
 
@@ -229,83 +229,6 @@ def assets(folder: str, preprocessing: Optional[str] = None,
   if preprocessing:
     lower_case = "CaseFoldUTF8" in graph_ops(preprocessing)
   return os.path.join(asset_dir, texts[0]), lower_case
-
-
-def albert_layers(folder: str) -> Optional[int]:
-  """The number of layers of a Model Garden `AlbertEncoder` in the
-  SavedModel (its Keras config, in keras_metadata.pb or, in SavedModels of
-  before TF 2.5, in saved_model.pb), or None when it holds none. ALBERT's
-  weights cannot say it: every layer runs the one shared block."""
-  for config in _keras_configs(folder):
-    if (config.get("class_name", "").rpartition(">")[2] == "AlbertEncoder"
-        and isinstance(config.get("config"), dict)):
-      layers = config["config"].get("num_layers")
-      if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
-        raise CheckpointError(f"{folder}: its AlbertEncoder's num_layers is "
-                              f"{layers!r}, not a positive integer")
-      return layers
-  return None
-
-
-def _keras_configs(folder: str):
-  """The Keras metadata (JSON objects) of the SavedModel's objects."""
-  texts = []
-  path = os.path.join(folder, KERAS_METADATA)
-  if os.path.exists(path):
-    from tf_keras.protobuf import saved_metadata_pb2  # pylint: disable=g-import-not-at-top
-    proto = _parsed(saved_metadata_pb2.SavedMetadata(), path, "unreadable")
-    texts += [n.metadata for n in proto.nodes]
-  for meta in _saved_model(folder).meta_graphs:
-    texts += [n.user_object.metadata for n in meta.object_graph_def.nodes
-              if n.WhichOneof("kind") == "user_object"]
-  for text in texts:
-    if "AlbertEncoder" not in text:
-      continue
-    try:
-      value = json.loads(text)
-    except ValueError:
-      continue            # not Keras metadata: nothing said about ALBERT
-    if isinstance(value, dict):
-      yield value
-
-
-def _saved_model(folder: str):
-  return _parsed(saved_model_pb2.SavedModel(),
-                 os.path.join(folder, SAVED_MODEL), "not a SavedModel")
-
-
-def _parsed(proto, path: str, failure: str):
-  """`proto` parsed from the file `path`; a CheckpointError "`path`:
-  `failure`" if it does not parse."""
-  try:
-    with open(path, "rb") as f:
-      proto.ParseFromString(f.read())
-  except Exception as e:  # protobuf's DecodeError has no stable import path
-    raise CheckpointError(f"{path}: {failure} ({type(e).__name__})") from e
-  return proto
-
-
-def graph_ops(folder: str):
-  """The op types used by the SavedModel's graph and functions (the proto
-  is parsed; nothing is run)."""
-  proto = _saved_model(folder)
-  ops = set()
-  for meta in proto.meta_graphs:
-    ops.update(n.op for n in meta.graph_def.node)
-    for fn in meta.graph_def.library.function:
-      ops.update(n.op for n in fn.node_def)
-  return ops
-
-
-def activation(ops) -> str:
-  """The feed-forward activation, from the graph's op types."""
-  if "Erf" in ops:
-    return "gelu_exact"
-  if "Pow" in ops:
-    return "gelu"           # the tanh form: 0.5x(1 + tanh(c(x + 0.044715 x^3)))
-  if "Relu" in ops:
-    return "relu"
-  return "gelu"
 
 
 def infer_config(arrays: Dict[str, np.ndarray], num_heads: Optional[int],

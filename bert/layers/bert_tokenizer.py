@@ -8,6 +8,7 @@ import tf_keras
 
 from bert.layers import _fast_path_data
 from bert.layers import _text_normalization as norm
+from bert.layers._tokenizer_ops import interleave, special_pattern, table
 from bert.errors import DataError
 from bert.io import read_text
 
@@ -122,11 +123,8 @@ class BertTokenizer(tf_keras.layers.Layer):
     if missing:
       raise DataError(f"{vocab_file or 'vocabulary'} has no {missing[0]} token")
     if self.special_tokens:
-      from bert.layers.byte_pair_tokenizer import _re2_escape, _table  # pylint: disable=g-import-not-at-top
-      self._special_pattern = "|".join(
-          _re2_escape(t) for t in sorted(self.special_tokens, key=len,
-                                         reverse=True))
-      self._special_ids = _table(
+      self._special_pattern = special_pattern(self.special_tokens, ())
+      self._special_ids = table(
           list(self.special_tokens),
           [self._vocab.index(t) for t in self.special_tokens], -1, tf.int64)
     self._table = tf.constant(norm.codepoint_table(self.lower_case))
@@ -205,7 +203,6 @@ class BertTokenizer(tf_keras.layers.Layer):
   def _with_special_tokens(self, texts, with_offsets):
     """The stretches between special tokens tokenized, the special tokens
     their ids."""
-    from bert.layers.byte_pair_tokenizer import _interleave  # pylint: disable=g-import-not-at-top
     pieces, starts, ends = tf_text.regex_split_with_offsets(
         texts, self._special_pattern, self._special_pattern)
     flat = pieces.flat_values
@@ -218,17 +215,17 @@ class BertTokenizer(tf_keras.layers.Layer):
                         ids.row_lengths())
     splits = tf.gather(tf.concat([[0], tf.cumsum(n_tokens)], 0),
                        pieces.row_splits)
-    merged = tf.RaggedTensor.from_row_splits(tf.cast(_interleave(
+    merged = tf.RaggedTensor.from_row_splits(tf.cast(interleave(
         tf.cast(ids, tf.int64), special_ids, is_special, n_tokens), tf.int32),
         splits)
     if not with_offsets:
       return merged
     base = tf.repeat(starts.flat_values, n_tokens)
-    begin = _interleave(out[1].with_row_splits_dtype(tf.int64),
-                        tf.zeros_like(special_ids), is_special, n_tokens)
-    end = _interleave(out[2].with_row_splits_dtype(tf.int64),
-                      ends.flat_values - starts.flat_values, is_special,
-                      n_tokens)
+    begin = interleave(out[1].with_row_splits_dtype(tf.int64),
+                       tf.zeros_like(special_ids), is_special, n_tokens)
+    end = interleave(out[2].with_row_splits_dtype(tf.int64),
+                     ends.flat_values - starts.flat_values, is_special,
+                     n_tokens)
     return (merged, merged.with_flat_values(base + begin),
             merged.with_flat_values(base + end))
 

@@ -51,44 +51,14 @@ import tensorflow_text as tf_text
 import tf_keras
 
 from bert.errors import DataError
-from bert.layers.byte_pair_tokenizer import _WS, _interleave, _re2_escape, _table
+from bert.layers._tokenizer_ops import (WHITESPACE, interleave,
+                                        special_pattern, table)
+# The model readers, where they have always been importable.
+from bert.layers.sentencepiece_model import (number_comma, parse_model,
+                                             read_model)
 
-
-def read_model(path: str, number_comma_penalty: bool = True) -> bytes:
-  """The serialized SentencePiece model of `path`, with the reference's
-  digit-comma scores; a DataError naming the file when it is not one."""
-  try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise DataError(f"{path}: cannot read ({e.strerror})") from None
-  return parse_model(data, path, number_comma_penalty).SerializeToString()
-
-
-def parse_model(data: bytes, source: str, number_comma_penalty: bool = True):
-  """The ModelProto of serialized `data` (a DataError naming `source` when it
-  is not a SentencePiece model), with the reference's digit-comma scores
-  when `number_comma_penalty` (a model read from spiece.model; a
-  tokenizer.json's scores have them already)."""
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
-  proto = sentencepiece_model_pb2.ModelProto()
-  try:
-    proto.ParseFromString(data)
-  except Exception:  # protobuf raises its own DecodeError
-    raise DataError(f"{source}: not a SentencePiece model") from None
-  if not proto.pieces:
-    raise DataError(f"{source}: not a SentencePiece model (no pieces)")
-  if number_comma_penalty:
-    for piece in proto.pieces:
-      if number_comma(piece.piece):
-        piece.score -= 100
-  return proto
-
-
-def number_comma(piece: str) -> bool:
-  """A piece that ends in a digit and a comma ("▁9,"), which the reference
-  scores 100 lower than the model does."""
-  return len(piece) >= 2 and piece[-1] == "," and piece[-2].isdigit()
+__all__ = ["SentencePieceTokenizer", "number_comma", "parse_model",
+           "read_model"]
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -145,12 +115,11 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
       raise DataError(f"{source} has no {missing[0]} piece")
     object.__setattr__(self, "_special", dict(zip(self.special_tokens,
                                                   (int(i) for i in ids))))
-    ordered = sorted(self.special_tokens, key=len, reverse=True)
-    self._special_pattern = "|".join(
-        f"[{_WS}]*{_re2_escape(t)}" if t in self.lstrip_tokens
-        else _re2_escape(t) for t in ordered)
-    self._special_ids = _table(ordered, [self._special[t] for t in ordered],
-                               -1, tf.int64)
+    self._special_pattern = special_pattern(self.special_tokens,
+                                            self.lstrip_tokens)
+    self._special_ids = table(list(self.special_tokens),
+                              [self._special[t] for t in self.special_tokens],
+                              -1, tf.int64)
     # Per piece id: the units it covers (its characters after a leading
     # "▁"), and whether it starts a word.
     pieces = [processor.id_to_piece(i)
@@ -213,7 +182,7 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
     pieces, starts, ends = tf_text.regex_split_with_offsets(
         texts, self._special_pattern, self._special_pattern)
     flat = pieces.flat_values
-    stripped = tf.strings.regex_replace(flat, f"^[{_WS}]+", "")
+    stripped = tf.strings.regex_replace(flat, f"^[{WHITESPACE}]+", "")
     special_ids = self._special_ids.lookup(stripped)
     is_special = tf.logical_and(special_ids >= 0, tf.strings.regex_full_match(
         flat, self._special_pattern))
@@ -225,7 +194,7 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
     plain = tf.RaggedTensor.from_row_lengths(
         tf.boolean_mask(ids.flat_values, keep),
         tf.where(is_special, tf.zeros_like(n_tokens), ids.row_lengths()))
-    merged = _interleave(plain, special_ids, is_special, n_tokens)
+    merged = interleave(plain, special_ids, is_special, n_tokens)
     out = tf.RaggedTensor.from_row_splits(
         tf.cast(merged, tf.int32),
         tf.gather(tf.concat([[0], tf.cumsum(n_tokens)], 0), pieces.row_splits))
@@ -235,10 +204,10 @@ class SentencePieceTokenizer(tf_keras.layers.Layer):
     # token covers its whole stretch.
     begin, end = self._offsets(tf.where(is_special, "", flat), plain)
     base = tf.repeat(starts.flat_values, n_tokens)
-    begin = _interleave(begin, tf.zeros_like(special_ids), is_special,
-                        n_tokens)
-    end = _interleave(end, ends.flat_values - starts.flat_values, is_special,
-                      n_tokens)
+    begin = interleave(begin, tf.zeros_like(special_ids), is_special,
+                       n_tokens)
+    end = interleave(end, ends.flat_values - starts.flat_values, is_special,
+                     n_tokens)
     return (out, out.with_flat_values(base + begin),
             out.with_flat_values(base + end))
 

@@ -10,9 +10,10 @@ Three kinds, one per tokenizer layer:
   whose pieces are the tokens, for `SentencePieceTokenizer`.
 
 A `Vocabulary` reads any of those files, or a Hugging Face `tokenizer.json`
-of any of the three models (recent `transformers` save nothing else), and
-carries the contents rather than a path: a preprocessor saved with a model
-keeps its vocabulary in its config. It is a sequence of its tokens, so code
+of any of the three models (recent `transformers` save nothing else; read
+by `hf_tokenizer_files`, checked here as the other files are), and carries
+the contents rather than a path: a preprocessor saved with a model keeps
+its vocabulary in its config. It is a sequence of its tokens, so code
 that only looks tokens up treats every kind alike.
 """
 
@@ -25,7 +26,10 @@ import os
 from typing import Iterator, Optional, Sequence, Tuple, Union
 
 from bert.errors import DataError
-from bert.io import read_text
+from bert.layers import hf_tokenizer_files
+from bert.layers.byte_level_bpe import (byte_level_text, read_merges,
+                                        read_vocab_json)
+from bert.layers.sentencepiece_model import parse_model
 
 WORDPIECE = "wordpiece"
 BYTE_PAIR = "byte_pair"
@@ -43,13 +47,6 @@ FILES = (VOCAB_TXT, VOCAB_JSON, SPIECE_MODEL, TOKENIZER_JSON)
 KIND_OF_FAMILY = {"bert": WORDPIECE, "distilbert": WORDPIECE,
                   "electra": WORDPIECE, "roberta": BYTE_PAIR,
                   "albert": SENTENCEPIECE}
-
-@functools.lru_cache(maxsize=None)
-def _byte_of_char():
-  """GPT-2's byte -> character table, inverted (built once)."""
-  from bert.layers.byte_pair_tokenizer import bytes_to_unicode  # pylint: disable=g-import-not-at-top
-  return {c: b for b, c in bytes_to_unicode().items()}
-
 
 # The WordPiece decoder's clean-up of each piece, in its order.
 _CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
@@ -158,18 +155,7 @@ class Vocabulary(Sequence):
     if self.kind == SENTENCEPIECE:
       text = "".join(tokens).replace("\u2581", " ")
       return text[1:] if tokens and tokens[0].startswith("\u2581") else text
-    to_byte = _byte_of_char()
-    special = set(self.special_tokens)
-    parts, run = [], bytearray()
-    for t in tokens + [None]:
-      if t is None or t in special:
-        parts.append(run.decode("utf-8", errors="replace"))
-        run = bytearray()
-        if t is not None:
-          parts.append(t)
-      else:
-        run.extend(to_byte[c] for c in t)
-    return "".join(parts)
+    return byte_level_text(tokens, self.special_tokens)
 
   # -------------------------------------------------------- tokenizers
   def tokenizer(self, lower_case: Optional[bool] = None,
@@ -258,7 +244,7 @@ class Vocabulary(Sequence):
     if self.kind == WORDPIECE:
       path = os.path.join(folder, VOCAB_TXT)
       with open(path, "w", encoding="utf-8") as f:
-        f.write("".join(t + "\n" for t in self.tokens))
+        f.write(self.vocab_txt())
     elif self.kind == BYTE_PAIR:
       path = os.path.join(folder, VOCAB_JSON)
       with open(path, "w", encoding="utf-8") as f:
@@ -271,6 +257,11 @@ class Vocabulary(Sequence):
       with open(path, "wb") as f:
         f.write(self.model)
     return path
+
+  def vocab_txt(self) -> str:
+    """A WordPiece vocabulary as the text of its vocab.txt: a token a line,
+    in id order."""
+    return "".join(t + "\n" for t in self.tokens)
 
   @classmethod
   def from_file(cls, path: str) -> "Vocabulary":
@@ -288,7 +279,8 @@ class Vocabulary(Sequence):
       raise DataError(f"{path}: no such vocabulary file")
     name = os.path.basename(path)
     return cls._from_file(path, name,
-                          _tokenizer_config_casing(os.path.dirname(path)))
+                          hf_tokenizer_files.tokenizer_config_casing(
+                              os.path.dirname(path)))
 
   @classmethod
   def _from_file(cls, path, name, lower_case) -> "Vocabulary":
@@ -299,7 +291,6 @@ class Vocabulary(Sequence):
       if not os.path.isfile(merges):
         raise DataError(f"{path}: a byte-level BPE vocabulary needs the "
                         f"{MERGES_TXT} beside it")
-      from bert.layers.byte_pair_tokenizer import read_merges, read_vocab_json  # pylint: disable=g-import-not-at-top
       vocab = read_vocab_json(path)
       return _byte_pair(sorted(vocab, key=vocab.get),
                         [f"{a} {b}" for a, b in read_merges(merges)], path)
@@ -310,19 +301,6 @@ class Vocabulary(Sequence):
     from bert.layers.bert_tokenizer import read_vocab  # pylint: disable=g-import-not-at-top
     return cls(WORDPIECE, tuple(read_vocab(path)), source=path,
                lower_case=lower_case)
-
-
-def _tokenizer_config_casing(folder: str) -> Optional[bool]:
-  """do_lower_case of a transformers tokenizer_config.json beside the file,
-  when it says."""
-  path = os.path.join(folder, "tokenizer_config.json")
-  if not os.path.isfile(path):
-    return None
-  try:
-    value = json.loads(read_text(path)).get("do_lower_case")
-  except (ValueError, AttributeError):
-    return None
-  return value if isinstance(value, bool) else None
 
 
 def _byte_pair(tokens, merges, source) -> Vocabulary:
@@ -342,7 +320,6 @@ def _byte_pair(tokens, merges, source) -> Vocabulary:
 
 def _sentencepiece(data: bytes, source: str, lower_case: Optional[bool]
                    ) -> Vocabulary:
-  from bert.layers.sentencepiece_tokenizer import parse_model  # pylint: disable=g-import-not-at-top
   proto = parse_model(data, source, number_comma_penalty=False)
   return Vocabulary(SENTENCEPIECE, tuple(p.piece for p in proto.pieces),
                     model=proto.SerializeToString(), source=source,
@@ -351,104 +328,12 @@ def _sentencepiece(data: bytes, source: str, lower_case: Optional[bool]
 
 def _from_tokenizer_json(path: str, lower_case: Optional[bool]) -> Vocabulary:
   """A tokenizer.json's WordPiece, BPE or Unigram model as a Vocabulary."""
-  try:
-    data = json.loads(read_text(path))
-  except ValueError as e:
-    raise DataError(f"{path}: not JSON ({e})") from None
-  model = data.get("model") if isinstance(data, dict) else None
-  kind = model.get("type") if isinstance(model, dict) else None
-  if kind == "WordPiece":
-    vocab = _id_map(model.get("vocab"), path)
+  found = hf_tokenizer_files.read_tokenizer_json(path, lower_case)
+  if found.type == hf_tokenizer_files.WORDPIECE_MODEL:
     from bert.layers.bert_tokenizer import check_vocab  # pylint: disable=g-import-not-at-top
-    normalizer = data.get("normalizer") or {}
-    if lower_case is None and normalizer.get("type") == "BertNormalizer":
-      value = normalizer.get("lowercase")
-      lower_case = value if isinstance(value, bool) else None
-    decoder = data.get("decoder") or {}
-    cleanup = decoder.get("cleanup") if decoder.get("type") == "WordPiece" else None
-    return Vocabulary(WORDPIECE, tuple(check_vocab(vocab, path)), source=path,
-                      lower_case=lower_case,
-                      clean_up_spaces=cleanup if isinstance(cleanup, bool)
-                      else True)
-  if kind == "BPE":
-    pre = data.get("pre_tokenizer") or {}
-    if pre.get("type") != "ByteLevel":
-      raise DataError(f"{path}: a BPE tokenizer without the ByteLevel "
-                      "pre-tokenizer (RoBERTa's) is not supported")
-    merges = model.get("merges")
-    if isinstance(merges, list):
-      merges = [" ".join(m) if isinstance(m, list) else m for m in merges]
-    return _byte_pair(_id_map(model.get("vocab"), path), merges, path)
-  if kind == "Unigram":
-    return _sentencepiece(_unigram_model(data, model, path), path,
-                          _unigram_casing(data, lower_case))
-  raise DataError(f"{path}: the tokenizer model is {kind!r}; expected "
-                  "WordPiece, BPE or Unigram")
-
-
-def _id_map(vocab, path) -> list:
-  """Tokens in id order of a {token: id} object."""
-  if not isinstance(vocab, dict) or not vocab:
-    raise DataError(f"{path}: model.vocab must be an object of token ids")
-  ids = sorted(vocab.values()) if all(
-      isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()
-  ) else None
-  if ids != list(range(len(vocab))):
-    raise DataError(f"{path}: model.vocab's ids must be 0 .. "
-                    f"{len(vocab) - 1}, each once")
-  return sorted(vocab, key=vocab.get)
-
-
-def _unigram_casing(data, lower_case):
-  if lower_case is not None:
-    return lower_case
-  normalizer = data.get("normalizer") or {}
-  steps = normalizer.get("normalizers", [normalizer])
-  return any(isinstance(s, dict) and s.get("type") == "Lowercase"
-             for s in steps)
-
-
-def _unigram_model(data: dict, model: dict, path: str) -> bytes:
-  """A SentencePiece ModelProto equal to a tokenizer.json's Unigram model:
-  the pieces and scores, the unknown piece, the added special tokens as
-  control pieces, and the precompiled normalisation map. transformers wrote
-  the scores of number-comma pieces 100 lower than spiece.model's; they are
-  given back, as `SentencePieceTokenizer` lowers them itself."""
-  from bert.layers.sentencepiece_tokenizer import number_comma  # pylint: disable=g-import-not-at-top
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
-  vocab = model.get("vocab")
-  if (not isinstance(vocab, list) or not vocab or not all(
-      isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
-      and isinstance(v[1], (int, float)) for v in vocab)):
-    raise DataError(f"{path}: model.vocab must be a list of [piece, score]")
-  unk_id = model.get("unk_id")
-  if not isinstance(unk_id, int) or not 0 <= unk_id < len(vocab):
-    raise DataError(f"{path}: model.unk_id must be an id of model.vocab")
-  special = {t.get("content") for t in data.get("added_tokens") or []
-             if isinstance(t, dict) and t.get("special")}
-  proto = sentencepiece_model_pb2.ModelProto()
-  proto.trainer_spec.model_type = sentencepiece_model_pb2.TrainerSpec.UNIGRAM
-  proto.trainer_spec.unk_id = unk_id
-  proto.trainer_spec.bos_id = proto.trainer_spec.eos_id = -1
-  proto.trainer_spec.pad_id = -1
-  piece_type = sentencepiece_model_pb2.ModelProto.SentencePiece
-  for i, (piece, score) in enumerate(vocab):
-    p = proto.pieces.add()
-    p.piece, p.score = piece, float(score) + (100 if number_comma(piece) else 0)
-    p.type = (piece_type.UNKNOWN if i == unk_id else
-              piece_type.CONTROL if piece in special else piece_type.NORMAL)
-  spec = proto.normalizer_spec
-  spec.name = "precompiled"
-  spec.add_dummy_prefix = True
-  spec.remove_extra_whitespaces = True
-  spec.escape_whitespaces = True
-  normalizer = data.get("normalizer") or {}
-  for step in normalizer.get("normalizers", [normalizer]):
-    if isinstance(step, dict) and step.get("type") == "Precompiled":
-      try:
-        spec.precompiled_charsmap = base64.b64decode(
-            step.get("precompiled_charsmap") or "", validate=True)
-      except (ValueError, TypeError):
-        raise DataError(f"{path}: precompiled_charsmap is not base64") from None
-  return proto.SerializeToString()
-
+    return Vocabulary(WORDPIECE, tuple(check_vocab(found.tokens, path)),
+                      source=path, lower_case=found.lower_case,
+                      clean_up_spaces=found.clean_up_spaces)
+  if found.type == hf_tokenizer_files.BPE_MODEL:
+    return _byte_pair(found.tokens, found.merges, path)
+  return _sentencepiece(found.model, path, found.lower_case)
