@@ -19,6 +19,12 @@ Implementations, all with 2 intra-op threads:
               skip + LayerNorm); a session with every graph optimization
   ort_int8    the fused model through `quantize_dynamic(per_channel=True,
               reduce_range=False, weight_type=QInt8)`
+  ov_default  OpenVINO on the PyTorch model (`openvino.convert_model` with an
+              example input; dynamic batch and sequence), at its default
+              precision: bf16 where the CPU has AVX512_BF16 or AMX
+  ov_int8     the same quantized by NNCF (`nncf.quantize`, the transformer
+              preset: int8 weights and activations) on the task's first 300
+              dev examples, then at OpenVINO's default precision
 The export, fusion and quantization are made once per model (keyed by the
 folder and its weights, under --cache_dir, file-locked so parallel workers
 share them) and checked against PyTorch fp32 on real inputs.
@@ -48,7 +54,11 @@ import transformers
 
 from bench.serving import THREADS, Case, percentile, serve
 
-IMPLS = ("ort_fp32", "ort_int8", "torch_fp32", "torch_bf16")
+IMPLS = ("ort_fp32", "ort_int8", "torch_fp32", "torch_bf16", "ov_default",
+         "ov_int8")
+# Examples NNCF calibrates the int8 activations on (the first of the dev set:
+# favourable to OpenVINO, which sees the data it is scored on).
+CALIBRATION_EXAMPLES = 300
 HEADS = {"BertForSequenceClassification": ("AutoModelForSequenceClassification", ["logits"]),
          "BertForQuestionAnswering": ("AutoModelForQuestionAnswering",
                                       ["start_logits", "end_logits"])}
@@ -239,6 +249,63 @@ def ort_runner(path, settings):
   return run
 
 
+def openvino_runner(model_dir, settings, calibration):
+  """OpenVINO on the PyTorch model; int8 (NNCF) when `calibration` (a list
+  of tokenizer outputs) is given."""
+  import openvino as ov  # pylint: disable=g-import-not-at-top
+  import torch  # pylint: disable=g-import-not-at-top
+  model = _hf_model(model_dir, settings)
+  names = HEADS[settings["arch"]][1]
+  example = {k: torch.from_numpy(v) for k, v in _example(settings).items()}
+  with torch.no_grad():
+    converted = ov.convert_model(model, example_input=example)
+  info = {}
+  if calibration is not None:
+    import nncf  # pylint: disable=g-import-not-at-top
+    start = time.perf_counter()
+    converted = nncf.quantize(
+        converted, nncf.Dataset(calibration, lambda enc: {k: enc[k] for k in INPUTS}),
+        model_type=nncf.ModelType.TRANSFORMER, subset_size=len(calibration))
+    info.update(quantize_seconds=time.perf_counter() - start,
+                calibration_batches=len(calibration))
+  compiled = ov.Core().compile_model(converted, "CPU", {
+      "INFERENCE_NUM_THREADS": THREADS, "PERFORMANCE_HINT": "LATENCY"})
+  info["inference_precision"] = compiled.get_property(
+      "INFERENCE_PRECISION_HINT").to_string()
+  request = compiled.create_infer_request()
+  inputs = [port.get_any_name() for port in compiled.inputs]
+  outputs = list(compiled.outputs)[:len(names)]
+
+  def run(enc):
+    result = request.infer({k: enc[k] for k in inputs})
+    return {name: np.array(result[port]) for name, port in zip(names, outputs)}
+
+  return run, info
+
+
+def _example(settings):
+  """Two rows of ids for the conversion's trace (every shape stays dynamic)."""
+  n = 16
+  return dict(input_ids=np.full((2, n), 1000, np.int64),
+              attention_mask=np.ones((2, n), np.int64),
+              token_type_ids=np.zeros((2, n), np.int64))
+
+
+def _calibration(tokenizer, settings, task):
+  """The first CALIBRATION_EXAMPLES dev examples, tokenized one at a time as
+  the task tokenizes (NNCF's transformer preset calibrates per row)."""
+  from bench.serving import read_examples  # pylint: disable=g-import-not-at-top
+  examples = read_examples(task, CALIBRATION_EXAMPLES)
+  if settings["qa"]:
+    return [dict(tokenizer([e["question"]], [e["context"]], truncation="only_second",
+                           max_length=settings["seq_length"], return_tensors="np"))
+            for e in examples]
+  return [dict(tokenizer([e["text"]], [e["text_b"]] if "text_b" in e else None,
+                         truncation=True, max_length=settings["seq_length"],
+                         return_tensors="np"))
+          for e in examples]
+
+
 # ------------------------------------------------------------ tasks
 def classifier_predict(run, tokenizer, settings):
   id2label = {int(k): v for k, v in settings["config"]["id2label"].items()}
@@ -342,6 +409,14 @@ def build(spec, impl):
     info.update(extra)
     if impl == "torch_bf16":
       info["parity"] = _parity(run, model_dir, settings, tokenizer, spec["task"])
+  elif impl.startswith("ov"):
+    calibration = (_calibration(tokenizer, settings, spec["task"])
+                   if impl == "ov_int8" else None)
+    run, extra = openvino_runner(model_dir, settings, calibration)
+    info.update(extra)
+    import importlib.metadata as md  # pylint: disable=g-import-not-at-top,reimported
+    info["versions"].update({p: md.version(p) for p in ("openvino", "nncf")})
+    info["parity"] = _parity(run, model_dir, settings, tokenizer, spec["task"])
   else:
     fused, int8, prepared = prepare_onnx(model_dir, settings,
                                          spec.get("cache_dir") or DEFAULT_CACHE)

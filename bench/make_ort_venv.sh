@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# ONNX Runtime and the Hugging Face PyTorch reference for `bench.serving` run
-# in a venv of their own: ONNX Runtime is never a dependency of this library.
+# ONNX Runtime, OpenVINO (with NNCF) and the Hugging Face PyTorch reference
+# for `bench.serving` run in a venv of their own: none of them is a dependency
+# of this library.
 #   bash bench/make_ort_venv.sh [DIR]   (default: bench/.venv_ort)
 # PyTorch must be the CPU build: torch==2.13.0+cpu, from a local wheel folder
 # (TORCH_FIND_LINKS, default /opt/wheels when it exists) or PyTorch's CPU index
@@ -23,7 +24,7 @@ fi
 "$DIR/bin/pip" install -q "${TORCH_SOURCE[@]}" "torch==2.13.0+cpu" \
     "onnx==1.23.2" "onnxruntime==1.32.0" "onnxscript==0.7.2" "onnx-ir==1.1.0" \
     "transformers==5.23.0" "tokenizers==0.23.3" "safetensors==0.8.0" \
-    "numpy==2.4.6"
+    "numpy==2.4.6" "openvino==2026.4.1" "nncf==3.4.0"
 "$DIR/bin/python" - <<'EOF'
 import importlib.metadata as md
 import onnxruntime, torch
@@ -33,6 +34,6 @@ cuda = [d.metadata["Name"] for d in md.distributions()
 assert not cuda, f"CUDA packages installed: {cuda}"
 print(" ".join(f"{n}=={md.version(n)}" for n in (
     "torch", "onnx", "onnxruntime", "onnxscript", "onnx-ir", "transformers",
-    "tokenizers", "safetensors", "numpy")),
+    "tokenizers", "safetensors", "numpy", "openvino", "nncf")),
     "providers", onnxruntime.get_available_providers())
 EOF

@@ -21,10 +21,14 @@ made by `bash bench/make_ort_venv.sh`, never a dependency of the library):
   ours        our fp32 serving export through `bert.export.load_serving`
               (`bench._ours_serving_worker`)
   ours_bf16, ours_int8   the same from `bert-export --precision=bf16|int8`
+  ours_ov_fp32, ours_ov_bf16   `bert-export --runtime=openvino --precision=..`
   ort_fp32    torch.onnx.export + ONNX Runtime's BERT fusion
   ort_int8    the fused model, dynamically quantized (int8 weights, per channel)
   torch_fp32  transformers in PyTorch, eval + inference_mode
   torch_bf16  the same under torch.autocast("cpu", dtype=torch.bfloat16)
+  ov_default  OpenVINO on the same model at its default precision (bf16 where
+              the CPU has AVX512_BF16 or AMX)
+  ov_int8     the same quantized by NNCF (int8 weights and activations)
 The Hugging Face side tokenizes with the fast tokenizer, pads each batch to
 its longest row, and for SQuAD runs every window (seq 384, windows
 overlapping by 128 pieces as HF's `stride`, question <= 64 pieces) and picks the answer over all of them (n-best 20,
@@ -87,17 +91,22 @@ IMPLS = {
     "ours": ["-m", "bench._ours_serving_worker"],
     "ours_bf16": ["-m", "bench._ours_serving_worker"],
     "ours_int8": ["-m", "bench._ours_serving_worker"],
+    "ours_ov_fp32": ["-m", "bench._ours_serving_worker"],
+    "ours_ov_bf16": ["-m", "bench._ours_serving_worker"],
     "ort_fp32": ["-m", "bench._ort_worker", "--serve", "--impl=ort_fp32"],
     "ort_int8": ["-m", "bench._ort_worker", "--serve", "--impl=ort_int8"],
     "torch_fp32": ["-m", "bench._ort_worker", "--serve", "--impl=torch_fp32"],
     "torch_bf16": ["-m", "bench._ort_worker", "--serve", "--impl=torch_bf16"],
+    "ov_default": ["-m", "bench._ort_worker", "--serve", "--impl=ov_default"],
+    "ov_int8": ["-m", "bench._ort_worker", "--serve", "--impl=ov_int8"],
 }
 KIND = {"sst2": "classifier", "mrpc": "classifier", "squad": "span_labeler"}
 DEFAULT_IMPLS = ("ours", "ours_int8", "ort_fp32", "ort_int8", "torch_fp32", "torch_bf16")
 
 
 def precision(impl):
-  """The `bert-export --precision` of one of our implementations."""
+  """The export of one of our implementations: its `bert-export
+  --precision`, after "ov_" for `--runtime=openvino`."""
   return impl.partition("_")[2] or "fp32"
 
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni",
@@ -335,8 +344,11 @@ def prepare_models(task, model_dir, work_dir, precisions, hf=True,
     paths[p] = os.path.join(folder, f"saved_model_{p}")
     argv = [sys.executable, "-m", "bert.scripts.export", f"--kind={KIND[task]}",
             f"--checkpoint={model_dir}", f"--output={paths[p]}"]
-    if p != "fp32":
-      argv.append(f"--precision={p}")
+    runtime, _, bits = p.rpartition("_")   # "ov_bf16": OpenVINO at bf16
+    if runtime == "ov":
+      argv.append("--runtime=openvino")
+    if bits != "fp32" or runtime:
+      argv.append(f"--precision={bits}")
       if max_accuracy_drop is not None:
         argv.append(f"--max_accuracy_drop={max_accuracy_drop}")
     _export(argv, paths[p], source, log)
