@@ -32,8 +32,10 @@ def imported_modules(path):
 
 
 def python_files(folder):
+  """The project's Python files under `folder`: not those of hidden folders
+  (bench's own venvs, bench/.venv_*, and its work folders)."""
   for root, dirs, files in os.walk(folder):
-    dirs[:] = [d for d in dirs if d != "__pycache__"]
+    dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
     yield from (os.path.join(root, f) for f in sorted(files)
                 if f.endswith(".py"))
 
