@@ -61,15 +61,19 @@ flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
                   "classifier, span_labeler, tagger: the network's precision. "
                   "int8: dynamic-range int8 on TFLite (XNNPACK); bf16: bf16 "
                   "matmuls where the CPU has AVX512_BF16 or AMX (else fp32); "
-                  "auto: bf16 where this CPU runs it fast, else fp32. "
+                  "auto: the fastest of fp32, bf16 (where the CPU has it) and "
+                  "int8 that passes the gate, measured on this machine. "
                   "Reduced precision must pass the accuracy gate on the run's "
                   "eval split.")
-flags.DEFINE_enum("runtime", None, ["saved_model", "tflite", "openvino"],
+flags.DEFINE_enum("runtime", None, ["saved_model", "tflite", "openvino", "auto"],
                   "classifier, span_labeler, tagger, embedder: what runs the "
                   "network (default: the SavedModel's TensorFlow graph; "
                   "TFLite for int8). openvino: OpenVINO (fp32 or bf16; pip "
                   "install \"bert-tf2[openvino]\"), checked by the accuracy "
-                  "gate like a reduced precision.")
+                  "gate like a reduced precision. auto: the fastest on this "
+                  "machine of every runtime (at every precision for "
+                  "--precision=auto) that passes the gate; the manifest says "
+                  "what was measured.")
 flags.DEFINE_float("max_accuracy_drop", None, "The accuracy gate's limit, in "
                    "points below fp32 (default: 0.5 for accuracy, entity "
                    "F1 and the embedder's recall@1 or Spearman x100, 1.0 for "
@@ -118,8 +122,15 @@ def main(argv):
             f"{gate['fp32']:.2f}, {gate['candidate']} "
             f"{gate[gate['candidate']]:.2f} (limit: "
             f"{gate['max_drop']:g} points below fp32)")
-    if FLAGS.precision == "auto":
-      print(f"precision: {manifest['precision']} (auto)")
+    auto = manifest.get("auto")
+    if auto:
+      rates = ", ".join(f"{k} {v:.1f}" for k, v in
+                        auto["rows_per_second"].items())
+      print(f"measured rows/s on this CPU: {rates}; refused by the gate: "
+            f"{', '.join(auto['refused']) or 'none'}")
+    if auto or FLAGS.precision == "auto" or FLAGS.runtime == "auto":
+      print(f"precision: {manifest['precision']}, runtime: "
+            f"{manifest['runtime']} (auto)")
     elif manifest["precision"] != FLAGS.precision:
       print(f"precision: {manifest['precision']} (asked {FLAGS.precision}; "
             "this CPU has no bf16 dot products)")

@@ -65,9 +65,12 @@ class AccuracyGate:
     return float(self.score(merged))
 
   def check(self, reference: Callable, candidate: Callable,
-            precision: str) -> Dict[str, object]:
-    """The figures of both; AccuracyGateError when the drop is too large."""
-    ref = self.evaluate(reference)
+            precision: str, reference_score: Optional[float] = None
+            ) -> Dict[str, object]:
+    """The figures of both; AccuracyGateError when the drop is too large.
+    `reference_score`: the reference's, when already evaluated."""
+    ref = (self.evaluate(reference) if reference_score is None
+           else reference_score)
     got = self.evaluate(candidate)
     drop = ref - got
     if not np.isfinite(drop):     # a NaN would pass any comparison

@@ -3,9 +3,10 @@ network on a runtime (TensorFlow, TFLite, OpenVINO), checked by the accuracy
 gate, with the manifest `bert.serving.loader` reads (`write_serving`). The
 per-task writers are in `bert.export`."""
 
+import dataclasses
 import json
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -13,7 +14,7 @@ import tensorflow as tf
 from bert import hardware as cpu
 from bert import precision as precision_lib
 from bert.io import atomic_folder
-from bert.serving import host, openvino_runtime, tflite
+from bert.serving import autotune, host, openvino_runtime, tflite
 from bert.serving.gate import AccuracyGate
 from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
                                  StagedServing)
@@ -64,6 +65,77 @@ def check_runtime(runtime: Optional[str], precision: str) -> str:
   return runtime
 
 
+@dataclasses.dataclass
+class _Candidate:
+  """One way to serve: the network's runtime and precision, the module the
+  SavedModel holds, and the converted network beside it (TFLite's
+  flatbuffer, OpenVINO's model)."""
+  runtime: str
+  precision: str
+  module: ServingModule
+  blob: Optional[bytes] = None
+  converted: Any = None
+
+  @property
+  def label(self) -> str:
+    """Its name in the gate's figures and the manifest: the precision, and
+    the runtime where that is not the precision's own (an OpenVINO fp32
+    network is checked against the SavedModel's fp32 too)."""
+    return (self.precision if self.runtime in ("saved_model", "tflite")
+            else f"{self.runtime}_{self.precision}")
+
+  @property
+  def network_file(self) -> Optional[str]:
+    return {"tflite": "network_int8.tflite",
+            "openvino": openvino_runtime.NETWORK_FILE}.get(self.runtime)
+
+  def serve(self, fp32: ServingModule) -> StagedServing:
+    """Its serving callable in memory (what `load_serving` gives)."""
+    if self.runtime == "tflite":
+      return _in_memory(fp32, tflite.TFLiteNetwork(self.blob))
+    if self.runtime == "openvino":
+      return _in_memory(fp32, openvino_runtime.OpenVINONetwork(
+          self.converted, self.precision))
+    return _in_memory(self.module)
+
+
+def _candidate(make_module, model, fp32: ServingModule, runtime: str,
+               precision: str) -> _Candidate:
+  network = fp32.network.get_concrete_function()
+  if runtime == "tflite":
+    return _Candidate(runtime, precision, fp32, blob=tflite.convert(network, fp32))
+  if runtime == "openvino":
+    return _Candidate(runtime, precision, fp32,
+                      converted=openvino_runtime.convert(network))
+  if precision == "bf16":
+    return _Candidate(runtime, precision, make_module(bf16_copy(model)))
+  return _Candidate(runtime, precision, fp32)
+
+
+def _choices(precision: str, runtime: Optional[str], has_bf16: bool
+             ) -> List[Tuple[str, str]]:
+  """The (runtime, precision) pairs to measure: `precision`, or for "auto"
+  every precision this CPU runs fast (bf16 only with AVX512_BF16 or AMX);
+  on `runtime`, on every runtime here for "auto" (OpenVINO where
+  installed), or on each precision's own for None."""
+  precisions = ([p for p in PRECISIONS if p != "bf16" or has_bf16]
+                if precision == "auto" else [precision])
+  if runtime is None:
+    return [(check_runtime(None, p), p) for p in precisions]
+  runtimes = ([r for r in RUNTIME_PRECISIONS
+               if r != "openvino" or openvino_runtime.available()]
+              if runtime == "auto" else [check_runtime(runtime, precisions[0])
+                                         if len(precisions) == 1 else runtime])
+  if runtime != "auto" and runtime not in RUNTIME_PRECISIONS:
+    check_runtime(runtime, "fp32")          # the one-line error
+  pairs = [(r, p) for r in runtimes for p in precisions
+           if p in RUNTIME_PRECISIONS[r]]
+  if not pairs:
+    raise ConfigError(f"runtime={runtime}: runs none of precision "
+                      f"{', '.join(precisions)} here")
+  return pairs
+
+
 def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
                   kind: str, precision: str = "fp32",
                   gate: Optional[AccuracyGate] = None,
@@ -83,6 +155,14 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   `runtime` (None: saved_model, or tflite for int8): what runs the network
   stage; "openvino" converts it to OpenVINO (fp32 or bf16,
   `bert.serving.openvino_runtime`), written beside the fp32 SavedModel.
+  "auto" measures, on this machine, every runtime at `precision` (at every
+  precision for "auto") that passes the gate, and writes the fastest
+  (`bert.serving.autotune`); the manifest's `auto` says what was measured
+  and why the choice. It needs a gate.
+
+  With a gate, precision "auto" is measured as well: the fastest of fp32,
+  bf16 (where the CPU has it) and int8 on their runtimes (or on `runtime`)
+  that passes the gate; without one it is bf16 or fp32 by the CPU's flags.
 
   A reduced precision, or a network converted to another runtime, is checked
   by `gate` first: evaluated against the fp32 SavedModel and refused
@@ -93,65 +173,65 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   """
   precision = check_precision(precision)
   requested = precision
-  if precision == "auto":
-    choice = precision_lib.choose("auto", gpu=None, cpu_flags=(
-        None if bf16_cpu is None else
-        frozenset({"avx512_bf16"} if bf16_cpu else ())))
-    logging.info("export %s", choice.describe())
-    precision = "bf16" if choice.bf16 else "fp32"
-  if precision == "bf16":
-    has_bf16 = cpu.has_bf16() if bf16_cpu is None else bf16_cpu
-    if not has_bf16:
-      logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor AMX; "
-                      "writing fp32 instead")
-      precision = "fp32"
-  runtime = check_runtime(runtime, precision)
+  has_bf16 = cpu.has_bf16() if bf16_cpu is None else bf16_cpu
+  if runtime == "auto" and gate is None:
+    raise ConfigError(f"{kind} export with runtime=auto needs an accuracy "
+                      "gate (gate=, or --gate_data): it chooses among the "
+                      "exports that pass it")
   if runtime == "openvino":
     openvino_runtime.require()
-  if require_gate and gate is None and precision != "fp32":
-    raise ConfigError(f"{kind} export at {precision} needs an accuracy gate "
-                      "(gate=, or --gate_data: a dev set to compare with fp32)")
+  if runtime == "auto" or (precision == "auto" and gate is not None):
+    # Measured: the fastest export that passes the gate.
+    pairs = _choices(precision, runtime, has_bf16)
+  else:
+    if precision == "auto":
+      choice = precision_lib.choose("auto", gpu=None, cpu_flags=(
+          None if bf16_cpu is None else
+          frozenset({"avx512_bf16"} if bf16_cpu else ())))
+      logging.info("export %s", choice.describe())
+      precision = "bf16" if choice.bf16 else "fp32"
+    if precision == "bf16" and not has_bf16:
+      logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor "
+                      "AMX; writing fp32 instead")
+      precision = "fp32"
+    runtime = check_runtime(runtime, precision)
+    if require_gate and gate is None and precision != "fp32":
+      raise ConfigError(f"{kind} export at {precision} needs an accuracy gate "
+                        "(gate=, or --gate_data: a dev set to compare with fp32)")
+    pairs = [(runtime, precision)]
   fp32 = make_module(model)
-  module, blob, converted = fp32, None, None
-  candidate = None            # builds the reduced-precision serving callable
+  candidates = [_candidate(make_module, model, fp32, r, p) for r, p in pairs]
   manifest = dict(format=MANIFEST_FORMAT, kind=kind,
                   requested_precision=requested,
                   string_inputs=list(fp32.string_inputs),
                   buckets=list(fp32.buckets), **(info or {}))
-  if runtime == "saved_model" and precision == "bf16":
-    module = make_module(bf16_copy(model))
-    candidate = lambda: _in_memory(module)
-  if runtime == "tflite":
-    blob = tflite.convert(fp32.network.get_concrete_function(), fp32)
-    candidate = lambda: _in_memory(fp32, tflite.TFLiteNetwork(blob))
-    manifest["network"] = "network_int8.tflite"
-  if runtime == "openvino":
-    converted = openvino_runtime.convert(fp32.network.get_concrete_function())
-    candidate = lambda: _in_memory(fp32, openvino_runtime.OpenVINONetwork(
-        converted, precision))
-    manifest["network"] = openvino_runtime.NETWORK_FILE
-  manifest.update(precision=precision, runtime=runtime)
+  if len(candidates) == 1:
+    chosen = candidates[0]
+    if gate is not None and (chosen.runtime, chosen.precision) != (
+        "saved_model", "fp32"):
+      manifest["gate"] = dict(gate.check(_in_memory(fp32), chosen.serve(fp32),
+                                         chosen.label), candidate=chosen.label)
+  else:
+    chosen, manifest["gate"], manifest["auto"] = autotune.choose(
+        candidates, gate, lambda c: c.serve(fp32), _in_memory(fp32))
+  manifest.update(precision=chosen.precision, runtime=chosen.runtime)
+  if chosen.network_file:
+    manifest["network"] = chosen.network_file
   # Small batches skip the graphs where the network runs outside them.
-  hosted = fp32.host() if runtime in ("tflite", "openvino") else None
+  hosted = fp32.host() if chosen.runtime in ("tflite", "openvino") else None
   if hosted is not None:
     manifest["host"] = hosted[0]
-  if gate is not None and candidate is not None:
-    # The gate's name for the candidate: its precision, and the runtime
-    # where that is not the precision's own (an OpenVINO fp32 network is
-    # checked against the SavedModel's fp32 too).
-    label = (precision if runtime in ("saved_model", "tflite")
-             else f"{runtime}_{precision}")
-    manifest["gate"] = dict(gate.check(_in_memory(fp32), candidate(), label),
-                            candidate=label)
+  module = chosen.module
   with output_folder(path) as tmp:
     tf.saved_model.save(module, tmp, signatures=module.signatures())
     extra = os.path.join(tmp, "assets.extra")
     os.makedirs(extra, exist_ok=True)
-    if blob is not None:
+    if chosen.blob is not None:
       with open(os.path.join(extra, manifest["network"]), "wb") as f:
-        f.write(blob)
-    if converted is not None:
-      openvino_runtime.save(converted, os.path.join(extra, manifest["network"]))
+        f.write(chosen.blob)
+    if chosen.converted is not None:
+      openvino_runtime.save(chosen.converted,
+                            os.path.join(extra, manifest["network"]))
     if hosted is not None:
       host.write_vocab(hosted[1], extra)
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
