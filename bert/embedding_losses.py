@@ -56,11 +56,15 @@ def _gathered(values: List[tf.Tensor]) -> Tuple[List[tf.Tensor], tf.Tensor]:
   return gathered, start
 
 
-def _check_rows(owner: str, named: Sequence[Tuple[str, tf.Tensor]]) -> None:
+def _check_rows(owner: str, named: Sequence[Tuple[str, tf.Tensor]]
+                ) -> List[tf.Tensor]:
   """Every tensor is [batch, dim] with the first one's batch and dim, where
   the shapes are known (always in eager mode; in a trace with unknown
-  batch sizes they are checked when run)."""
+  batch sizes they are checked when run). Returns the tensors, those checked
+  at run time behind their check: an op that reads them cannot run first
+  and fail with an error of its own."""
   first_name, first = named[0]
+  checked = []
   for name, x in named:
     if x.shape.rank is not None and x.shape.rank != 2:
       raise ConfigError(f"{owner}: {name} must be [batch, dim], got shape "
@@ -71,9 +75,12 @@ def _check_rows(owner: str, named: Sequence[Tuple[str, tf.Tensor]]) -> None:
         raise ConfigError(f"{owner}: {name} has {what} {mine}, "
                           f"{first_name} has {theirs}")
     if x.shape[0] is None or first.shape[0] is None:
-      tf.debugging.assert_equal(
+      with tf.control_dependencies([tf.debugging.assert_equal(
           tf.shape(x)[0], tf.shape(first)[0],
-          message=f"{owner}: {name} and {first_name} differ in batch size")
+          message=f"{owner}: {name} and {first_name} differ in batch size")]):
+        x = tf.identity(x)
+    checked.append(x)
+  return checked
 
 
 def ranking_stats(anchors, candidates: Sequence, scale: float = 20.0,
@@ -113,7 +120,7 @@ def ranking_stats(anchors, candidates: Sequence, scale: float = 20.0,
                       f"{type(candidates).__name__}")
   anchors = _unit(anchors)                                      # [b, d]
   columns = [_unit(c) for c in candidates]                      # [b, d] each
-  _check_rows(owner, [("anchors", anchors)] + [
+  anchors, *columns = _check_rows(owner, [("anchors", anchors)] + [
       (f"candidates[{i}]", c) for i, c in enumerate(columns)])
   # [global, d] each: the columns (and the anchors) of every replica.
   gathered, start = _gathered(columns + ([anchors] if symmetric else []))
@@ -161,10 +168,12 @@ def cosent_stats(emb_a, emb_b, scores, scale: float = 20.0) -> Stats:
   owner = "cosent_stats"
   scale = check_float(owner, "scale", scale, minimum=0.0, min_open=True)
   emb_a, emb_b = _unit(emb_a), _unit(emb_b)
-  _check_rows(owner, [("emb_a", emb_a), ("emb_b", emb_b)])
+  emb_a, emb_b = _check_rows(owner, [("emb_a", emb_a), ("emb_b", emb_b)])
   # [batch]: one per pair, whatever its shape (e.g. [batch, 1]).
   scores = tf.reshape(tf.cast(scores, tf.float32), [-1])
-  _check_rows(owner, [("emb_a", emb_a[:, :1]), ("scores", scores[:, None])])
+  _, scores = _check_rows(owner, [("emb_a", emb_a[:, :1]),
+                                  ("scores", scores[:, None])])
+  scores = scores[:, 0]
   cosines = scale * tf.reduce_sum(emb_a * emb_b, -1)            # [b]
   (cosines, scores), _ = _gathered([cosines, scores])           # [global]
   # [g, g]: s_i - s_j where y_i < y_j; -inf elsewhere (ties included).
@@ -208,8 +217,7 @@ def triplet_stats(anchor, positive, negative, margin: float = 5.0,
   check_choice(owner, "distance", distance, DISTANCES)
   named = [(name, tf.cast(x, tf.float32)) for name, x in
            (("anchor", anchor), ("positive", positive), ("negative", negative))]
-  _check_rows(owner, named)
-  a, p, n = (x for _, x in named)
+  a, p, n = _check_rows(owner, named)
   to_positive = _distance(distance, a, p)                       # [b]
   to_negative = _distance(distance, a, n)
   per_triplet = tf.nn.relu(to_positive - to_negative + margin)
