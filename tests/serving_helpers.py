@@ -5,7 +5,9 @@ import tensorflow as tf
 
 from bert import BertEncoder, export
 from bert.data import classification_data as cd
-from bert.models import BertClassifier
+from bert.layers.bert_tokenizer import read_vocab
+from bert.models import BertClassifier, BertTextEmbedder
+from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.serving import gate
 from conftest import shared_data, small_config, vocab
 
@@ -42,3 +44,15 @@ def padded_inputs(lengths, seq_length=64, seed=0):
   mask = (np.arange(seq_length)[None, :] < np.asarray(lengths)[:, None]).astype(np.int32)
   return dict(input_word_ids=ids * mask, input_mask=mask,
               input_type_ids=np.zeros_like(ids))
+
+
+def tiny_embedder(pooling=("mean",), dense=(), normalize=True, seed=0):
+  """A 2-layer embedder with MiniLM's vocabulary: builds and exports in
+  seconds."""
+  tf.keras.utils.set_random_seed(seed)
+  model = BertTextEmbedder(BertEncoder(small_config(
+      vocab_size=30522, max_position_embeddings=64)), pooling=pooling,
+      dense=dense, normalize=normalize)
+  model.attach_preprocessor(TextEmbedderPreprocessor(
+      read_vocab(vocab()), True, seq_length=64, length_buckets=(16, 32, 64)))
+  return model

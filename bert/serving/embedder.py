@@ -19,7 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from bert.errors import DataError
+from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
+from bert.serving import host
 from bert.serving.stages import ServingModule, cut_to_bucket
 
 OUTPUT = "embeddings"
@@ -56,6 +58,15 @@ class EmbedderServing(ServingModule):
     if self.prompt:
       text = tf.strings.join([self.prompt, text])
     return cut_to_bucket(self.packer([self.tokenizer(text)]), self.buckets)
+
+  def host(self):
+    """Small batches in Python (`bert.serving.host`) where the tokenizer is
+    BERT's WordPiece with no whole-matched special tokens."""
+    if (not isinstance(self.tokenizer, BertTokenizer)
+        or self.tokenizer.special_tokens):
+      return None
+    return host.embedder_spec(self.tokenizer.lower_case, self.packer.seq_length,
+                              self.buckets, self.prompt), self.tokenizer.vocab
 
   def _postprocess(self, strings, features, outputs):
     return {OUTPUT: tf.cast(outputs[OUTPUT], tf.float32)}

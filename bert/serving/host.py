@@ -14,9 +14,10 @@ any non-ASCII character goes through the graph, whose tokenizer is the
 reference's. `tests/serving/host_test.py` checks the ids against the graph's
 on the shared data and on generated text.
 
-What: the classifier (`label`, `probabilities`, or `score`). The export
-writes what the host needs into its manifest (`host`) and the vocabulary
-beside it (`assets.extra/host_vocab.json`).
+What: the classifier (`label`, `probabilities`, or `score`) and the text
+embedder (`embeddings`; its prompt before each text, as in the graph). The
+export writes what the host needs into its manifest (`host`) and the
+vocabulary beside it (`assets.extra/host_vocab.json`).
 """
 
 import json
@@ -41,6 +42,15 @@ def classifier_spec(lower_case: bool, seq_length: int,
               seq_length=int(seq_length), buckets=[int(b) for b in buckets],
               string_inputs=list(string_inputs),
               labels=None if labels is None else [str(l) for l in labels])
+
+
+def embedder_spec(lower_case: bool, seq_length: int, buckets: Sequence[int],
+                  prompt: str) -> Dict:
+  """The manifest's `host` entry of a text-embedder export with a WordPiece
+  vocabulary."""
+  return dict(kind="embedder", vocab=VOCAB_FILE, lower_case=bool(lower_case),
+              seq_length=int(seq_length), buckets=[int(b) for b in buckets],
+              string_inputs=["text"], prompt=str(prompt))
 
 
 def write_vocab(tokens: Sequence[str], folder: str) -> None:
@@ -75,9 +85,9 @@ def _truncate(lengths: List[int], budget: int) -> List[int]:
   return keep
 
 
-class HostClassifier:
-  """The classifier's preprocess and postprocess in Python, for the
-  `accepts`-ed batches of `bert.serving.loader.StagedServing`."""
+class HostStages:
+  """A classifier's or text embedder's preprocess and postprocess in
+  Python, for the `accepts`-ed batches of `bert.serving.loader.StagedServing`."""
 
   def __init__(self, spec: Mapping, folder: str):
     with open(os.path.join(folder, spec["vocab"]), encoding="utf-8") as f:
@@ -88,6 +98,10 @@ class HostClassifier:
     self._seq_length = int(spec["seq_length"])
     self._buckets = sorted(int(b) for b in spec["buckets"])
     self._names = tuple(spec["string_inputs"])
+    self._kind = spec["kind"]
+    if self._kind not in ("classifier", "embedder"):
+      raise ValueError(f"unknown kind {self._kind!r}")
+    self._prompt = str(spec.get("prompt", ""))
     labels = spec.get("labels")
     self._labels = None if labels is None else np.array(
         [l.encode("utf-8") for l in labels], dtype=object)
@@ -102,7 +116,9 @@ class HostClassifier:
       if not 0 < len(values) <= MAX_ROWS or not all(v.isascii()
                                                     for v in values):
         return None
-      texts[name] = [v.decode("ascii") for v in values]
+      texts[name] = [self._prompt + v.decode("ascii") for v in values]
+    if not self._prompt.isascii():
+      return None
     return texts
 
   def preprocess(self, texts: Mapping[str, List[str]]) -> Dict[str, np.ndarray]:
@@ -133,7 +149,11 @@ class HostClassifier:
                 input_type_ids=type_ids)
 
   def postprocess(self, outputs: Mapping[str, np.ndarray]) -> Dict[str, tf.Tensor]:
-    """`probabilities` and `label` (regression: `score`), as the graph's."""
+    """The classifier's `probabilities` and `label` (regression: `score`),
+    the embedder's `embeddings`, as the graph's."""
+    if self._kind == "embedder":
+      return dict(embeddings=tf.constant(np.asarray(outputs["embeddings"],
+                                                    np.float32)))
     logits = np.asarray(outputs["logits"], np.float32)          # [b, classes]
     if self._labels is None:
       return dict(score=tf.constant(logits[:, 0]))

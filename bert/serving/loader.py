@@ -20,7 +20,7 @@ from bert.errors import UserError
 from bert.features import ENCODER_INPUTS
 from bert.serving import openvino_runtime
 from bert.serving.embedder import ServedEmbedder
-from bert.serving.host import HostClassifier
+from bert.serving.host import HostStages
 from bert.serving.tflite import PRECISIONS
 from bert.untrusted import first_line, named_path, read_json
 
@@ -46,7 +46,7 @@ class StagedServing:
   def __init__(self, preprocess: Callable, network: Callable,
                postprocess: Callable, string_inputs: Sequence[str],
                empty_network: Optional[Callable] = None,
-               host: Optional[HostClassifier] = None):
+               host: Optional[HostStages] = None):
     self._preprocess = preprocess
     self._network = network
     self._postprocess = postprocess
@@ -188,7 +188,7 @@ def load_serving(path: str, num_threads: Optional[int] = None) -> Callable:
   return function
 
 
-def _host(path: str, manifest: Dict) -> Optional[HostClassifier]:
+def _host(path: str, manifest: Dict) -> Optional[HostStages]:
   """The Python stages of small batches (`bert.serving.host`), where the
   export has them."""
   spec = manifest.get("host")
@@ -198,7 +198,7 @@ def _host(path: str, manifest: Dict) -> Optional[HostClassifier]:
   manifest_path = os.path.join(path, MANIFEST)
   try:
     named_path(extra, spec.get("vocab"), ServingError, manifest_path)
-    return HostClassifier(spec, extra)
+    return HostStages(spec, extra)
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise ServingError(f"{manifest_path}: host: {first_line(e)}") from None
 

@@ -13,18 +13,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert import BertEncoder, export
+from bert import export
 from bert import hardware as cpu
 from bert.data import squad_json
-from bert.layers.bert_tokenizer import read_vocab
 from bert.models import BertTextEmbedder
-from bert.models.embedder_preprocessor import TextEmbedderPreprocessor
 from bert.serving import gate, loader, tflite
 from bert.serving.embedder import ServedEmbedder
 from bert.testing import shared_texts
 from bert.validation import ConfigError
-from conftest import (REPO_ROOT, max_abs_diff, minilm_dir, one_line,
-                      shared_data, small_config, vocab)
+from conftest import REPO_ROOT, max_abs_diff, minilm_dir, one_line, shared_data
+from serving_helpers import tiny_embedder
 
 
 # ----------------------------------------------------------------- helpers
@@ -47,18 +45,6 @@ def squad_gate(titles, max_drop=None):
   return gate.retrieval_gate([e.question for e in examples], contexts,
                              [where[e.context] for e in examples],
                              f"squad dev {'+'.join(titles)}", max_drop)
-
-
-def tiny_embedder(pooling=("mean",), dense=(), normalize=True, seed=0):
-  """A 2-layer embedder with MiniLM's vocabulary: builds and exports in
-  seconds."""
-  tf.keras.utils.set_random_seed(seed)
-  model = BertTextEmbedder(BertEncoder(small_config(
-      vocab_size=30522, max_position_embeddings=64)), pooling=pooling,
-      dense=dense, normalize=normalize)
-  model.attach_preprocessor(TextEmbedderPreprocessor(
-      read_vocab(vocab()), True, seq_length=64, length_buckets=(16, 32, 64)))
-  return model
 
 
 def run_without_bert(script):

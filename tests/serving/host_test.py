@@ -15,9 +15,9 @@ from bert import export
 from bert.data import classification_data as cd
 from bert.data import ner_data, squad_json
 from bert.layers.bert_tokenizer import read_vocab
-from bert.serving import host, loader
+from bert.serving import gate, host, loader
 from conftest import shared_data, vocab
-from serving_helpers import classifier, sst2_texts
+from serving_helpers import classifier, sst2_texts, tiny_embedder
 
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -31,7 +31,7 @@ def module(pairs, seq_length=128, buckets=(32, 64, 96, 128), lower_case=True,
 def host_of(serving, folder):
   spec, tokens = serving.host()
   host.write_vocab(tokens, str(folder))
-  return host.HostClassifier(spec, str(folder))
+  return host.HostStages(spec, str(folder))
 
 
 def compare(serving, hosted, rows):
@@ -130,8 +130,8 @@ def test_small_batches_run_in_python_and_answer_as_the_graphs(tmp_path,
   graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
   graph._host = None                 # pylint: disable=protected-access
   calls = []
-  real = host.HostClassifier.preprocess
-  monkeypatch.setattr(host.HostClassifier, "preprocess",
+  real = host.HostStages.preprocess
+  monkeypatch.setattr(host.HostStages, "preprocess",
                       lambda self, texts: calls.append(texts) or real(self, texts))
   texts = sst2_texts(40)
   for size in (1, 2, host.MAX_ROWS):
@@ -165,3 +165,37 @@ def test_a_damaged_host_entry_is_one_error_naming_the_manifest(tmp_path):
   with pytest.raises(loader.ServingError,
                      match=r"serving.json: host: .*host_vocab.json"):
     export.load_serving(str(tmp_path / "m"))
+
+
+@pytest.mark.heavy
+def test_an_embedders_small_batches_run_in_python_with_its_prompt(tmp_path,
+                                                                  monkeypatch):
+  model = tiny_embedder(pooling=("mean",))
+  model.preprocessor.prompts = {"query": "query: "}
+  model.preprocessor.default_prompt_name = "query"
+  texts = sst2_texts(24)
+  manifest = model.export(str(tmp_path / "int8"), precision="int8",
+                          gate=gate.retrieval_gate(texts, texts, range(24),
+                                                   "self", max_drop=100))
+  assert manifest["host"]["kind"] == "embedder"
+  assert manifest["host"]["prompt"] == "query: "
+  serve = export.load_serving(str(tmp_path / "int8"), num_threads=2)
+  graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
+  graph._serve._host = None          # pylint: disable=protected-access
+  calls = []
+  real = host.HostStages.preprocess
+  monkeypatch.setattr(host.HostStages, "preprocess",
+                      lambda self, texts: calls.append(texts) or real(self, texts))
+  for size in (1, 3, host.MAX_ROWS):
+    batch = texts[:size]
+    got = serve(text=batch)["embeddings"].numpy()
+    want = graph(text=batch)["embeddings"].numpy()
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-6)
+  # The prompt went before each text, as the graph puts it.
+  assert calls[0] == {"text": ["query: " + texts[0]]}
+  # encode() of a long list runs the graphs (batches of 32).
+  calls.clear()
+  np.testing.assert_allclose(serve.encode(texts * 2), graph.encode(texts * 2),
+                             atol=1e-6)
+  assert not calls
