@@ -45,13 +45,23 @@ def max_diff(a, b):
   return max(float(np.abs(a[k] - b[k]).max()) for k in a)
 
 
-def test_grad_accumulation_equals_one_large_batch(records, tmp_path):
+@pytest.fixture(scope="module")
+def float32_weights(pretraining_records, tmp_path_factory):
+  """The weights of `train`'s default run (3 float32 steps, no
+  accumulation, no XLA): the reference of several tests below, trained
+  once per module (the tests only read it)."""
+  return train(pretraining_task(pretraining_records),
+               tmp_path_factory.mktemp("float32"))[1]
+
+
+def test_grad_accumulation_equals_one_large_batch(records, tmp_path,
+                                                  float32_weights):
   # 4 micro-batches of 2 == one batch of 8: the masked-LM loss is normalised
   # by the real predictions of the whole batch, not of each micro-batch.
   # Also sparse == dense clipping: one micro-batch keeps the embeddings'
   # gradients IndexedSlices through the global-norm clip (repeated ids must
   # be summed first), four sum them densely.
-  _, one = train(pretraining_task(records), tmp_path / "one")
+  one = float32_weights
   _, accumulated = train(pretraining_task(records), tmp_path / "acc",
                          grad_accumulation_steps=4)
   assert max_diff(one, accumulated) <= 1e-5
@@ -169,8 +179,9 @@ def test_loss_scale_collapse_stops_with_bounded_retries(records, tmp_path):
 
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
-def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy):
-  _, f32 = train(pretraining_task(records), tmp_path / "f32")
+def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy,
+                                                 float32_weights):
+  f32 = float32_weights
   out, mixed = train(pretraining_task(records), tmp_path / policy,
                      mixed_precision=policy)
   assert np.isfinite(out["loss"])
@@ -181,8 +192,8 @@ def test_mixed_precision_trains_close_to_float32(records, tmp_path, policy):
   assert max_diff(f32, mixed) < 5e-3
 
 
-def test_xla_matches_eager_graph(records, tmp_path):
-  _, plain = train(pretraining_task(records), tmp_path / "plain")
+def test_xla_matches_eager_graph(records, tmp_path, float32_weights):
+  plain = float32_weights
   _, xla = train(pretraining_task(records), tmp_path / "xla", jit_compile=True)
   assert max_diff(plain, xla) <= 1e-5
 
