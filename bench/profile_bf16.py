@@ -1,0 +1,81 @@
+"""Where bf16 inference time goes: our encoder in TensorFlow (the TF
+profiler's self time per op type, `mixed_bfloat16` through oneDNN) beside
+OpenVINO on the same weights (its per-node counters; its default precision),
+batch 8, seq 128, 2 threads.
+
+  python -m bench.profile_bf16 [bert_base|bert_small|minilm_l6]
+"""
+import glob, json, os, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"; os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
+import tensorflow as tf
+tf.config.threading.set_intra_op_parallelism_threads(2)
+import bert
+from bert.precision import policy_scope
+from bench import _protocol as P
+model = sys.argv[1] if len(sys.argv) > 1 else "bert_base"
+s = P.SHAPES[model]
+cfg = bert.BertConfig(vocab_size=P.VOCAB, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
+                      num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
+                      max_position_embeddings=512, type_vocab_size=2)
+with policy_scope("bf16"):
+  enc = bert.BertEncoder(cfg)
+ids, mask, types, _ = P.synthetic_batch(8, 128)
+x = dict(input_word_ids=tf.constant(ids, tf.int32), input_mask=tf.constant(mask, tf.int32),
+         input_type_ids=tf.constant(types, tf.int32))
+@tf.function
+def f(x):
+  o = enc(x, training=False)
+  return tf.reduce_sum(tf.cast(o["sequence_output"], tf.float32)) + tf.reduce_sum(tf.cast(o["pooled_output"], tf.float32))
+for _ in range(3): f(x).numpy()
+t = time.perf_counter(); n = 10
+for _ in range(n): f(x).numpy()
+wall = (time.perf_counter() - t) / n
+logdir = "/tmp/prof_bf16"; os.system(f"rm -rf {logdir}")
+tf.profiler.experimental.start(logdir)
+for _ in range(5): f(x).numpy()
+tf.profiler.experimental.stop()
+path = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0]
+from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as pp
+data, ok = pp.xspace_to_tools_data([path], "framework_op_stats", {})
+table = json.loads(data)
+rows = table[0] if isinstance(table, list) else table
+cols = [c["id"] for c in rows["cols"]]
+by_type = {}
+total = 0.0
+for r in rows["rows"]:
+  v = dict(zip(cols, [c.get("v") for c in r["c"]]))
+  if v.get("host_or_device") not in (None, "Host"): continue
+  t_self = float(v.get("total_self_time") or 0)
+  by_type[v["type"]] = by_type.get(v["type"], 0.0) + t_self
+  total += t_self
+print(f"{model} bf16 b8 s128: {wall*1000:.1f} ms per forward ({8/wall:.1f} seq/s); profiled self time {total/5/1000:.1f} ms per forward")
+for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])[:15]:
+  print(f"  {k:28s} {100*v/total:5.1f}%  {v/5/1000:7.2f} ms")
+
+# OpenVINO on the same encoder (its fp32 graph; OpenVINO computes in bf16 by default here).
+import openvino as ov
+with policy_scope("fp32"):
+  enc32 = bert.BertEncoder(cfg)
+enc32(x); enc32.set_weights(enc.get_weights())
+@tf.function(input_signature=[{k: tf.TensorSpec([None, None], tf.int32, name=k) for k in x}])
+def g(inp):
+  o = enc32(inp, training=False)
+  return {"pooled_output": o["pooled_output"], "sequence_output": o["sequence_output"]}
+core = ov.Core()
+compiled = core.compile_model(ov.convert_model(g.get_concrete_function()), "CPU",
+                              {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES"})
+req = compiled.create_infer_request()
+feed = {p.get_any_name(): x[next(k for k in x if k in p.get_any_name())].numpy() for p in compiled.inputs}
+for _ in range(3): req.infer(feed)
+t = time.perf_counter()
+for _ in range(n): req.infer(feed)
+ov_wall = (time.perf_counter() - t) / n
+by = {}
+for info in req.get_profiling_info():
+  us = info.real_time.total_seconds() * 1e6
+  key = f"{info.node_type} ({info.exec_type.split('_')[0]})" if info.exec_type else info.node_type
+  by[info.node_type] = by.get(info.node_type, 0.0) + us
+tot = sum(by.values())
+print(f"OpenVINO ({compiled.get_property('INFERENCE_PRECISION_HINT').to_string()}): {ov_wall*1000:.1f} ms per forward ({8/ov_wall:.1f} seq/s); node time {tot/1000:.1f} ms")
+for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
+  print(f"  {k:28s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
