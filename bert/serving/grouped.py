@@ -11,6 +11,11 @@ from typing import Dict, List, Mapping, Tuple
 
 import numpy as np
 
+# What one runtime call costs beyond its tokens, in tokens of compute
+# (measured for TFLite on MiniLM, 2 threads, Zen 5: bench/SERVING.md; OpenVINO
+# takes the same until measured apart).
+INVOKE_COST_TOKENS = 32.0
+
 
 def plan_groups(lengths: np.ndarray, granularity: int,
                 invoke_cost: float) -> List[Tuple[np.ndarray, int]]:

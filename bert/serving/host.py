@@ -27,6 +27,8 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from bert.layers.bert_pack_inputs import PackTemplate
+
 # The largest batch run here: beyond it the graphs' fixed cost is shared by
 # enough rows, and the graph tokenizer runs the rows in parallel.
 MAX_ROWS = 8
@@ -94,7 +96,8 @@ class HostStages:
       tokens = json.load(f)
     self._tokenizer = _wordpiece(tokens, spec["lower_case"])
     ids = {t: i for i, t in enumerate(tokens)}
-    self._cls, self._sep, self._pad = ids["[CLS]"], ids["[SEP]"], ids["[PAD]"]
+    # BERT's template: [CLS] a [SEP] b [SEP], b's type ids 1.
+    self._template = PackTemplate(ids["[CLS]"], ids["[SEP]"], ids["[PAD]"])
     self._seq_length = int(spec["seq_length"])
     self._buckets = sorted(int(b) for b in spec["buckets"])
     self._names = tuple(spec["string_inputs"])
@@ -125,26 +128,16 @@ class HostStages:
     """Encoder inputs, int32 [batch, bucket], as the graph's `preprocess`."""
     segments = [[e.ids for e in self._tokenizer.encode_batch(
         texts[name], add_special_tokens=False)] for name in self._names]
-    rows = len(segments[0])
-    budget = self._seq_length - (len(segments) + 1)
-    packed = []
-    for r in range(rows):
-      keep = _truncate([len(s[r]) for s in segments], budget)
-      ids, types = [self._cls], [0]
-      for i, (segment, n) in enumerate(zip(segments, keep)):
-        part = list(segment[r][:n]) + [self._sep]
-        ids += part
-        types += [i] * len(part)
-      packed.append((ids, types))
-    longest = max((len(ids) for ids, _ in packed), default=0)
+    budget = self._seq_length - self._template.special_count(len(segments))
+    rows = []
+    for row in zip(*segments):
+      keep = _truncate([len(s) for s in row], budget)
+      rows.append([s[:n] for s, n in zip(row, keep)])
+    longest = max(sum(len(s) for s in row) for row in rows) + \
+        self._template.special_count(len(segments))
     width = next((b for b in self._buckets if b >= longest), self._seq_length)
-    word_ids = np.full((rows, width), self._pad, np.int32)
-    mask = np.zeros((rows, width), np.int32)
-    type_ids = np.zeros((rows, width), np.int32)
-    for r, (ids, types) in enumerate(packed):
-      word_ids[r, :len(ids)] = ids
-      mask[r, :len(ids)] = 1
-      type_ids[r, :len(ids)] = types
+    word_ids, mask, type_ids = (np.array(a, np.int32) for a in zip(
+        *(self._template.pack(row, width) for row in rows)))
     return dict(input_word_ids=word_ids, input_mask=mask,
                 input_type_ids=type_ids)
 

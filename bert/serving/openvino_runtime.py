@@ -18,16 +18,13 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from bert.serving.grouped import GroupedNetwork
+from bert.serving.grouped import INVOKE_COST_TOKENS, GroupedNetwork
 from bert.validation import ConfigError
 
 NETWORK_FILE = "network_openvino.xml"
 PRECISIONS = ("fp32", "bf16")
 # OpenVINO's names for them.
 _HINT = {"fp32": "f32", "bf16": "bf16"}
-# A call's cost beyond its tokens, in tokens of compute: as TFLite's
-# (bert.serving.tflite.INVOKE_COST_TOKENS) until measured apart.
-INVOKE_COST_TOKENS = 32.0
 
 
 def available() -> bool:

@@ -18,13 +18,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert import precision as precision_lib
-from bert.serving.grouped import GroupedNetwork
+from bert.serving.grouped import INVOKE_COST_TOKENS, GroupedNetwork
 
 PRECISIONS = precision_lib.SERVING
 
-# What one interpreter call costs beyond its tokens, in tokens of compute
-# (MiniLM, 2 threads, Zen 5: see bench/SERVING.md).
-INVOKE_COST_TOKENS = 32.0
 
 
 def convert(network: tf.types.experimental.ConcreteFunction, module,

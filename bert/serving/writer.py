@@ -120,14 +120,13 @@ def _choices(precision: str, runtime: Optional[str], has_bf16: bool
   installed), or on each precision's own for None."""
   precisions = ([p for p in PRECISIONS if p != "bf16" or has_bf16]
                 if precision == "auto" else [precision])
-  if runtime is None:
-    return [(check_runtime(None, p), p) for p in precisions]
-  runtimes = ([r for r in RUNTIME_PRECISIONS
-               if r != "openvino" or openvino_runtime.available()]
-              if runtime == "auto" else [check_runtime(runtime, precisions[0])
-                                         if len(precisions) == 1 else runtime])
-  if runtime != "auto" and runtime not in RUNTIME_PRECISIONS:
-    check_runtime(runtime, "fp32")          # the one-line error
+  if runtime != "auto":
+    # Each precision on `runtime`, or on its own: one-line errors as given.
+    return [(check_runtime(runtime, p), p) for p in precisions
+            if runtime is None or len(precisions) == 1
+            or p in RUNTIME_PRECISIONS.get(runtime, (p,))]
+  runtimes = [r for r in RUNTIME_PRECISIONS
+              if r != "openvino" or openvino_runtime.available()]
   pairs = [(r, p) for r in runtimes for p in precisions
            if p in RUNTIME_PRECISIONS[r]]
   if not pairs:
