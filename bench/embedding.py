@@ -466,8 +466,9 @@ def prepare_exports(args):
       shutil.rmtree(out, ignore_errors=True)
       argv = [sys.executable, "-m", "bert.scripts.export", "--kind=embedder",
               f"--checkpoint={minilm_dir()}", f"--output={out}"]
+      argv.append(f"--precision={p}")
       if p != "fp32":
-        argv += [f"--precision={p}", f"--gate_data={args.gate_data}"]
+        argv.append(f"--gate_data={args.gate_data}")
       argv += args.export_flags.split()
       print(f"exporting {p}: {' '.join(argv[1:])}", flush=True)
       done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,

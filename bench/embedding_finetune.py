@@ -156,6 +156,7 @@ def bert_train_argv(spec, model_dir):
   """The `bert-train` command of one run (this Python's `bert.scripts`)."""
   seed = spec["seed"]
   params = [f"RuntimeConfig.seed={seed}", f"FinetuningInputs.seed={seed}",
+            'RuntimeConfig.mixed_precision="fp32"',   # as sentence-transformers
             f"FinetuningInputs.global_batch_size={spec['batch_size']}",
             f"OptimizerConfig.learning_rate={spec['learning_rate']}",
             f"OptimizerConfig.warmup_fraction={spec['warmup_ratio']}",

@@ -59,7 +59,8 @@ def fit_worker_ner(args):
                                           "emerging.test.annotated"))
   tf_keras.utils.set_random_seed(args.seed)
   model = BertTokenClassifier.from_pretrained(
-      args.model, labels=ner_data.label_list(train), seq_length=128)
+      args.model, labels=ner_data.label_list(train), seq_length=128,
+      precision="fp32")   # as the Hugging Face runs it is compared with
   model.compile()
   timer = _epoch_timer()
   model.fit(x=[s.words for s in train], y=[s.tags for s in train], epochs=3,
@@ -105,7 +106,8 @@ def fit_worker(args):
   a, b, y = read("train")
   dev_a, dev_b, dev_y = read("dev")
   tf_keras.utils.set_random_seed(args.seed)
-  model = BertClassifier.from_pretrained(args.model, num_classes=2)
+  model = BertClassifier.from_pretrained(args.model, num_classes=2,
+                                         precision="fp32")   # as Hugging Face's
   model.compile()
   timer = _epoch_timer()
   model.fit(x=(a, b), y=y, epochs=3, batch_size=32, callbacks=[timer], verbose=2)
@@ -134,7 +136,7 @@ def run_train(args, model_dir):
   command = [
       "bert-train", f"--task={task}", f"--init_checkpoint={args.model}",
       f"--data_dir={args.data_dir}", f"--model_dir={model_dir}",
-      "--mode=train_and_eval",
+      "--mode=train_and_eval", "--mixed_precision=fp32",
       f"--gin_param=RuntimeConfig.seed={args.seed}",
       f"--gin_param=RuntimeConfig.steps_per_loop={steps_per_epoch}",
       "--gin_param=RuntimeConfig.eval_interval=100000"]

@@ -64,7 +64,7 @@ def main():
 
   task.initialize = initialize_with_hf_head
   _, results = runner.run_experiment(task, args.model_dir, "train_and_eval",
-                                  runner.RuntimeConfig(), runner.OptimizerConfig())
+                                  runner.RuntimeConfig(mixed_precision="fp32"), runner.OptimizerConfig())
   print(json.dumps(dict({k: float(v) for k, v in results.items()},
                         task="wnut17_paired", seed=args.seed)))
 

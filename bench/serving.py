@@ -21,6 +21,8 @@ made by `bash bench/make_ort_venv.sh`, never a dependency of the library):
   ours        our fp32 serving export through `bert.export.load_serving`
               (`bench._ours_serving_worker`)
   ours_bf16, ours_int8   the same from `bert-export --precision=bf16|int8`
+  ours_default   `bert-export` with neither --precision nor --runtime: the
+              default (auto: the fastest gated export on this machine)
   ours_ov_fp32, ours_ov_bf16   `bert-export --runtime=openvino --precision=..`
   ort_fp32    torch.onnx.export + ONNX Runtime's BERT fusion
   ort_int8    the fused model, dynamically quantized (int8 weights, per channel)
@@ -91,6 +93,7 @@ IMPLS = {
     "ours": ["-m", "bench._ours_serving_worker"],
     "ours_bf16": ["-m", "bench._ours_serving_worker"],
     "ours_int8": ["-m", "bench._ours_serving_worker"],
+    "ours_default": ["-m", "bench._ours_serving_worker"],
     "ours_ov_fp32": ["-m", "bench._ours_serving_worker"],
     "ours_ov_bf16": ["-m", "bench._ours_serving_worker"],
     "ort_fp32": ["-m", "bench._ort_worker", "--serve", "--impl=ort_fp32"],
@@ -347,10 +350,10 @@ def prepare_models(task, model_dir, work_dir, precisions, hf=True,
     runtime, _, bits = p.rpartition("_")   # "ov_bf16": OpenVINO at bf16
     if runtime == "ov":
       argv.append("--runtime=openvino")
-    if bits != "fp32" or runtime:
+    if bits != "default":     # "default": bert-export as a user runs it
       argv.append(f"--precision={bits}")
-      if max_accuracy_drop is not None:
-        argv.append(f"--max_accuracy_drop={max_accuracy_drop}")
+    if bits != "fp32" and max_accuracy_drop is not None:
+      argv.append(f"--max_accuracy_drop={max_accuracy_drop}")
     _export(argv, paths[p], source, log)
   if hf:
     paths["hf"] = os.path.join(folder, "hf")

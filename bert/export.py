@@ -135,7 +135,7 @@ def _buckets(buckets, seq_length):
 @renamed_keywords(vocab_file="vocab")
 def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
                       seq_length: int, labels: Optional[Sequence[str]],
-                      pairs: bool, precision: str = "fp32",
+                      pairs: bool, precision: Optional[str] = None,
                       length_buckets: Optional[Sequence[int]] = None,
                       gate: Optional[AccuracyGate] = None,
                       runtime: Optional[str] = None) -> Dict[str, Any]:
@@ -157,7 +157,7 @@ def export_classifier(model, path: str, vocab: Vocab, lower_case: bool,
 
 def export_fill_mask(model, path: str, vocab: Vocab, lower_case: bool,
                      seq_length: int, top_k: int = 5,
-                     clean_up_spaces: bool = True, precision: str = "fp32",
+                     clean_up_spaces: bool = True, precision: Optional[str] = None,
                      length_buckets: Optional[Sequence[int]] = None,
                      runtime: Optional[str] = None) -> Dict[str, Any]:
   """Writes a serving SavedModel of a `BertMaskedLM`: `text` (with the
@@ -173,7 +173,7 @@ def export_fill_mask(model, path: str, vocab: Vocab, lower_case: bool,
 
 @renamed_keywords(vocab_file="vocab")
 def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
-                        squad: SquadConfig, precision: str = "fp32",
+                        squad: SquadConfig, precision: Optional[str] = None,
                         length_buckets: Optional[Sequence[int]] = None,
                         gate: Optional[AccuracyGate] = None,
                         runtime: Optional[str] = None,
@@ -201,7 +201,7 @@ def export_span_labeler(model, path: str, vocab: Vocab, lower_case: bool,
 @renamed_keywords(vocab_file="vocab")
 def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
                   seq_length: int, labels: Sequence[str],
-                  precision: str = "fp32",
+                  precision: Optional[str] = None,
                   length_buckets: Optional[Sequence[int]] = None,
                   gate: Optional[AccuracyGate] = None,
                   runtime: Optional[str] = None) -> Dict[str, Any]:
@@ -217,7 +217,7 @@ def export_tagger(model, path: str, vocab: Vocab, lower_case: bool,
 
 @renamed_keywords(vocab_file="vocab")
 def export_embedder(model, path: str, vocab: Vocab, lower_case: bool,
-                    seq_length: int, precision: str = "fp32",
+                    seq_length: int, precision: Optional[str] = None,
                     length_buckets: Optional[Sequence[int]] = None,
                     gate: Union[AccuracyGate, str, os.PathLike, None] = None,
                     prompt: str = "",

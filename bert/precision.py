@@ -18,6 +18,15 @@ bench/RESULTS_BF16.md). Explicit
 settings always win: a named policy is used as given, and
 `jit_compile=True/False` overrides.
 
+"auto" is the default wherever a precision can be named and is not
+(`precision=None`, `RuntimeConfig.mixed_precision=None`, the CLIs' flags
+left out): fine-tuning in bf16 scores as fp32 does (bench/FINETUNING.md),
+and a reduced serving precision passes an accuracy gate first. The
+environment variable BERT_PRECISION (auto, fp32 or bf16) replaces that
+default for a whole program, a CI job or a test suite; a precision named in
+the call, a gin file or a flag always wins. Pre-training's bundled configs
+name fp32 (bf16 cost masked-LM accuracy there: bench/PRETRAINING.md).
+
 What is detected is injectable (`cpu_flags`, `onednn`, `gpu`), so every
 branch runs on any machine.
 """
@@ -36,6 +45,9 @@ NAMES = ("fp32", "bf16", "fp16", "int8")
 CHOICES = ("auto",) + NAMES
 TRAINING = ("fp32", "bf16", "fp16")   # what a model computes in
 SERVING = ("fp32", "bf16", "int8")    # what an export runs in
+# The environment variable that replaces the default precision ("auto").
+DEFAULT_ENV = "BERT_PRECISION"
+DEFAULTS = ("auto", "fp32", "bf16")   # what it may say
 # The tf_keras policy each training precision computes in.
 POLICY = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 POLICIES = tuple(POLICY.values())
@@ -57,6 +69,25 @@ def canonical(value, owner: str = "precision", allowed=CHOICES) -> str:
            f" ({name} is not an export precision)")
   raise ConfigError(f"{owner} must be one of {', '.join(allowed)}{why}; got "
                     f"{value!r}")
+
+
+def default(requested: Optional[str] = None) -> str:
+  """`requested`, or where it is None the default precision: "auto", or the
+  value of BERT_PRECISION (a ConfigError naming it if it is not one of
+  auto, fp32, bf16)."""
+  if requested is not None:
+    return requested
+  return canonical(os.environ.get(DEFAULT_ENV, "auto"),
+                   f"the environment variable {DEFAULT_ENV}", DEFAULTS)
+
+
+def _default_reason(requested: Optional[str]) -> str:
+  """How a resolved precision was asked for, for `describe`."""
+  if requested is not None:
+    return "as configured"
+  if DEFAULT_ENV in os.environ:
+    return f"the default, from {DEFAULT_ENV}"
+  return "the default"
 
 
 # Whether XLA makes a policy's train step faster on a CPU (bench/run.py;
@@ -83,7 +114,8 @@ class PrecisionChoice:
     return _FORMER[self.policy]
 
   def describe(self) -> str:
-    """The log line: e.g. "precision: mixed_bfloat16, XLA off (auto: ...)"."""
+    """The log line: e.g. "precision: mixed_bfloat16, XLA off (auto (the
+    default): the CPU has avx512_bf16 and oneDNN is on; ...)"."""
     return (f"precision: {self.policy}, XLA {'on' if self.jit_compile else 'off'}"
             f" ({self.reason})")
 
@@ -128,23 +160,26 @@ def _auto_policy(cpu_flags, onednn, capability) -> Tuple[str, str]:
   return "mixed_bfloat16", f"the CPU has {found[0]} and oneDNN is on"
 
 
-def choose(requested: str = "auto", jit_compile: Optional[bool] = None, *,
+def choose(requested: Optional[str] = None, jit_compile: Optional[bool] = None, *,
            cpu_flags: Optional[FrozenSet[str]] = None,
            onednn: Optional[bool] = None,
            gpu: Optional[Tuple[int, int]] = "detect") -> PrecisionChoice:
-  """The precision and XLA setting for `requested` (one of CHOICES).
+  """The precision and XLA setting for `requested` (one of CHOICES; None:
+  the default, `default()`).
 
   `jit_compile` None: XLA where the resolved policy is faster with it (on a
   CPU; GPUs: off, as before) when `requested` is "auto", off otherwise;
   True/False: as given. `cpu_flags`, `onednn`, `gpu` (a compute
   capability, or None for no GPU) replace what is detected.
   """
-  requested = canonical(requested, "mixed_precision", ("auto",) + TRAINING)
+  asked = _default_reason(requested)
+  requested = canonical(default(requested), "mixed_precision",
+                        ("auto",) + TRAINING)
   if jit_compile is not None and not isinstance(jit_compile, bool):
     raise ValueError(f"jit_compile must be True, False or None; got "
                      f"{jit_compile!r}")
   if requested != "auto":
-    return PrecisionChoice(POLICY[requested], bool(jit_compile), "as configured")
+    return PrecisionChoice(POLICY[requested], bool(jit_compile), asked)
   capability = gpu_capability() if gpu == "detect" else gpu
   policy, reason = _auto_policy(cpu_flags,
                                 onednn_enabled() if onednn is None else onednn,
@@ -158,7 +193,8 @@ def choose(requested: str = "auto", jit_compile: Optional[bool] = None, *,
   else:
     xla = jit_compile
     reason += f"; XLA {'on' if xla else 'off'} as configured"
-  return PrecisionChoice(policy, xla, "auto: " + reason)
+  label = "auto" if asked == "as configured" else f"auto ({asked})"
+  return PrecisionChoice(policy, xla, f"{label}: " + reason)
 
 
 class policy_scope:  # pylint: disable=invalid-name

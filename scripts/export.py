@@ -4,10 +4,10 @@
   bert-export --kind=preprocessing --checkpoint=CKPT --output=DIR
       [--seq_length=128]
   bert-export --kind=classifier|span_labeler|tagger --checkpoint=MODEL_DIR --output=DIR
-      [--precision=fp32|bf16|int8|auto] [--max_accuracy_drop=POINTS]
-      [--runtime=saved_model|tflite|openvino]
+      [--precision=auto|fp32|bf16|int8] [--max_accuracy_drop=POINTS]
+      [--runtime=saved_model|tflite|openvino|auto]
   bert-export --kind=embedder --checkpoint=CKPT_OR_MODEL_DIR --output=DIR
-      [--pooling=mean] [--precision=fp32|bf16|int8|auto]
+      [--pooling=mean] [--precision=auto|fp32|bf16|int8]
       [--gate_data=DEV_FILE] [--max_accuracy_drop=POINTS] [--runtime=...]
 
 encoder: the TF Hub BERT encoder interface, with `.mlm` when the checkpoint
@@ -57,18 +57,22 @@ flags.DEFINE_string("vocab_file", None, "Preprocessing vocab (default: the "
                     "checkpoint's).")
 flags.DEFINE_bool("do_lower_case", None, "Preprocessing casing (default: the "
                   "checkpoint's).")
-flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "int8", "auto"],
-                  "classifier, span_labeler, tagger: the network's precision. "
-                  "int8: dynamic-range int8 on TFLite (XNNPACK); bf16: bf16 "
-                  "matmuls where the CPU has AVX512_BF16 or AMX (else fp32); "
-                  "auto: the fastest of fp32, bf16 (where the CPU has it) and "
-                  "int8 that passes the gate, measured on this machine. "
-                  "Reduced precision must pass the accuracy gate on the run's "
-                  "eval split.")
+flags.DEFINE_enum("precision", None, ["auto", "fp32", "bf16", "int8"],
+                  "classifier, span_labeler, tagger, embedder: the network's "
+                  "precision. auto (the default, unless the environment "
+                  "variable BERT_PRECISION names another): the fastest of "
+                  "fp32, bf16 (where the CPU has it) and int8, on every "
+                  "runtime installed, that passes the accuracy gate, measured "
+                  "on this machine (without a gate: bf16 where the CPU has "
+                  "it, else fp32; embedder: fp32). int8: dynamic-range int8 "
+                  "on TFLite (XNNPACK); bf16: bf16 matmuls where the CPU has "
+                  "AVX512_BF16 or AMX (else fp32). A reduced precision must "
+                  "pass the accuracy gate on the run's eval split.")
 flags.DEFINE_enum("runtime", None, ["saved_model", "tflite", "openvino", "auto"],
                   "classifier, span_labeler, tagger, embedder: what runs the "
                   "network (default: the SavedModel's TensorFlow graph; "
-                  "TFLite for int8). openvino: OpenVINO (fp32 or bf16; pip "
+                  "TFLite for int8; every runtime for --precision=auto with "
+                  "a gate). openvino: OpenVINO (fp32 or bf16; pip "
                   "install \"bert-tf2[openvino]\"), checked by the accuracy "
                   "gate like a reduced precision. auto: the fastest on this "
                   "machine of every runtime (at every precision for "
@@ -97,9 +101,9 @@ def main(argv):
   # Say, preprocessing exported over the encoder it takes its vocab from.
   _io.check_not_an_input(FLAGS.output, {"--checkpoint": FLAGS.checkpoint,
                                         "--vocab_file": FLAGS.vocab_file})
-  for name, default in (("precision", "fp32"), ("runtime", None)):
-    if FLAGS[name].value != default and FLAGS.kind in ("encoder",
-                                                       "preprocessing"):
+  for name in ("precision", "runtime"):
+    if FLAGS[name].value is not None and FLAGS.kind in ("encoder",
+                                                        "preprocessing"):
       raise app.UsageError(f"--{name}={FLAGS[name].value} is for classifier, "
                            "span_labeler, tagger and embedder exports")
   for name in ("pooling", "gate_data"):
@@ -128,12 +132,14 @@ def main(argv):
                         auto["rows_per_second"].items())
       print(f"measured rows/s on this CPU: {rates}; refused by the gate: "
             f"{', '.join(auto['refused']) or 'none'}")
-    if auto or FLAGS.precision == "auto" or FLAGS.runtime == "auto":
+    if auto or manifest.get("requested_precision") == "auto" or (
+        FLAGS.runtime == "auto"):
       print(f"precision: {manifest['precision']}, runtime: "
             f"{manifest['runtime']} (auto)")
-    elif manifest["precision"] != FLAGS.precision:
-      print(f"precision: {manifest['precision']} (asked {FLAGS.precision}; "
-            "this CPU has no bf16 dot products)")
+    elif manifest["precision"] != manifest.get("requested_precision"):
+      print(f"precision: {manifest['precision']} (asked "
+            f"{manifest.get('requested_precision')}; this CPU has no bf16 "
+            "dot products)")
   elif FLAGS.kind == "encoder":
     ckpt = checkpoints.load(FLAGS.checkpoint, with_heads=True)
     # --do_lower_case: Model Garden export_tfhub.py's flag (and TF Hub's
@@ -164,8 +170,9 @@ def _export_embedder() -> dict:
   from bert.checkpoints import model_dir as model_dir_lib  # pylint: disable=g-import-not-at-top
   from bert.models import BertTextEmbedder  # pylint: disable=g-import-not-at-top
   from bert.serving import gate as gate_lib  # pylint: disable=g-import-not-at-top
-  reduced = FLAGS.precision != "fp32" or FLAGS.runtime not in (None,
-                                                               "saved_model")
+  from bert import precision as precision_lib  # pylint: disable=g-import-not-at-top
+  precision = precision_lib.default(FLAGS.precision)
+  reduced = precision != "fp32" or FLAGS.runtime not in (None, "saved_model")
   gate = None
   if FLAGS.gate_data and reduced:
     gate = gate_lib.embedding_gate(FLAGS.gate_data, FLAGS.max_accuracy_drop)
@@ -177,16 +184,16 @@ def _export_embedder() -> dict:
                              "trained")
     return trained_run.export_trained(
         FLAGS.checkpoint, FLAGS.output, kind="embedder",
-        precision=FLAGS.precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
+        precision=precision, max_accuracy_drop=FLAGS.max_accuracy_drop,
         gate=gate, runtime=FLAGS.runtime)
-  if gate is None and FLAGS.precision in ("bf16", "int8"):
+  if gate is None and precision in ("bf16", "int8"):
     # Said before the model loads (the export would refuse it later).
-    raise app.UsageError(f"--precision={FLAGS.precision} needs --gate_data "
+    raise app.UsageError(f"--precision={precision} needs --gate_data "
                          "(a SQuAD json or an STS tsv) for the accuracy gate")
   model = BertTextEmbedder.from_pretrained(
       FLAGS.checkpoint, pooling=FLAGS.pooling,
       seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
-  return model.export(FLAGS.output, precision=FLAGS.precision, gate=gate,
+  return model.export(FLAGS.output, precision=precision, gate=gate,
                       runtime=FLAGS.runtime)
 
 

@@ -92,7 +92,8 @@ def main(argv):
                                      run_config=gin.operative_config_str)
   # Whole or not at all: a run folder is read through this file.
   with _io.atomic_file(config_file) as f:
-    f.write(gin.operative_config_str())
+    f.write(runner.run_config_text(gin.operative_config_str,
+                                   runtime.precision()))
   if results:
     print("final: " + " | ".join(f"{k} {v:.4f}" for k, v in results.items()))
 

@@ -13,6 +13,11 @@ import tarfile
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # The library's default fast path (set by `import bert`), before TensorFlow.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# The tests compare against fp32 references whatever the CPU, so the
+# default precision ("auto": bf16 on a CPU with AVX512_BF16/AMX) is fp32 in
+# them and in the commands they start; the tests of the default itself
+# remove it (tests/precision_default_test.py).
+os.environ["BERT_PRECISION"] = "fp32"
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

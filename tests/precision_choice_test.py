@@ -102,9 +102,10 @@ def test_runtime_config_auto_sets_the_policy_xla_and_says_why(
   # Explicit jit_compile wins over auto's choice.
   assert run.RuntimeConfig(mixed_precision="auto",
                            jit_compile=not xla).precision().jit_compile is not xla
-  # The default stays fp32 without XLA, as before.
+  # The suite's default (BERT_PRECISION=fp32, tests/conftest.py): fp32
+  # without XLA; the library's own default: tests/precision_default_test.py.
   assert run.RuntimeConfig().precision() == precision.PrecisionChoice(
-      "float32", False, "as configured")
+      "float32", False, "the default, from BERT_PRECISION")
 
 
 @pytest.mark.parametrize("flags,policy,xla", [(ZEN5, "mixed_bfloat16", False),

@@ -144,7 +144,7 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
   @classmethod
   def from_pretrained(cls, source, *, seq_length: Optional[int] = None,
                       labels=None, lower_case=None, preprocessor_args=None,
-                      precision: str = "fp32", **head_args):
+                      precision: Optional[str] = None, **head_args):
     """This model on a pretrained encoder, with its `preprocessor`.
 
     Args:
@@ -158,8 +158,9 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
       preprocessor_args: more arguments of the preprocessor (e.g. the span
         labeler's `doc_stride`, `max_answer_length`, `version_2`).
       precision: what the model computes in (`fp32`, `bf16`, `fp16`; the
-        `bert.precision` vocabulary), or "auto": bf16 where the CPU
-        (AVX512_BF16/AMX with oneDNN) or GPU runs it fast, else fp32
+        `bert.precision` vocabulary), or "auto" (the default, unless the
+        environment variable BERT_PRECISION names another): bf16 where the
+        CPU (AVX512_BF16/AMX with oneDNN) or GPU runs it fast, else fp32
         (`bert.precision.choose`; logged, and kept as `precision_choice`
         with the reason). `compile` then XLA-compiles `fit` when that
         choice is faster with XLA, unless given `jit_compile`.
@@ -269,13 +270,15 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
       self._checked_labels(owner, labels, getattr(self, "num_classes", None))
     object.__setattr__(self, "preprocessor", preprocessor)
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """Writes this model's serving SavedModel on raw strings (what
     `bert-export` writes for a `bert-train` run of the same task) at
-    `precision` (fp32, bf16, int8), checked by the accuracy `gate` when
+    `precision` (fp32, bf16, int8, or auto: the default, see
+    `bert.export.write_serving`), checked by the accuracy `gate` when
     reduced (`bert.serving.gate`), the network run by `runtime` (None:
-    TensorFlow, TFLite for int8; "openvino"); needs the `preprocessor`
+    TensorFlow, TFLite for int8, every runtime measured for auto with a
+    gate; "openvino"); needs the `preprocessor`
     (`from_pretrained`, or the model `run_experiment` returns). Returns the
     export's manifest."""
     raise NotImplementedError(f"{type(self).__name__} has no serving export "

@@ -53,7 +53,7 @@ class BertClassifier(EncoderModel):
 
   @classmethod
   def next_sentence(cls, source, *, seq_length: Optional[int] = None,
-                    precision: str = "fp32") -> "BertClassifier":
+                    precision: Optional[str] = None) -> "BertClassifier":
     """BERT's next-sentence (ALBERT's sentence-order) head of a checkpoint
     with its pre-training heads, as a classifier of (a, b) text pairs:
     `predict((a, b))` gives `labels` ("is_next"/"not_next"; ALBERT:
@@ -84,7 +84,7 @@ class BertClassifier(EncoderModel):
     pooled = self._encode(inputs, training, pooled_only=True)["pooled_output"]
     return dict(logits=per_example(self.head, pooled, training))
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """Serving SavedModel: `text` (and `text_b` for pairs) -> `probabilities`
     and `label` (regression: `score`); see `bert.export.export_classifier`

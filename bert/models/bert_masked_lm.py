@@ -56,7 +56,7 @@ class BertMaskedLM(EncoderModel):
     return dict(masked_lm_logits=self.masked_lm(
         sequence, inputs["masked_lm_positions"]))                 # [b, P, v]
 
-  def export(self, path: str, precision: str = "fp32", runtime=None) -> dict:
+  def export(self, path: str, precision: Optional[str] = None, runtime=None) -> dict:
     """Serving SavedModel: `text` -> per mask the top-k `token`,
     `token_str` and `score` (`bert.export.export_fill_mask`; top_k as the
     preprocessor's; `precision`, `runtime`: `bert.export.write_serving`)."""

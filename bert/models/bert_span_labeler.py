@@ -1,5 +1,7 @@
 """`BertSpanLabeler`: an encoder and start/end logits for extractive QA."""
 
+from typing import Optional
+
 import tf_keras
 
 from bert.layers.span_head import SpanHead
@@ -30,7 +32,7 @@ class BertSpanLabeler(EncoderModel):
     start_logits, end_logits = self.head(sequence)
     return dict(start_logits=start_logits, end_logits=end_logits)
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """Serving SavedModel: `question`, `context` -> `answer` (cut from the
     context), `score`, `start`/`end` (UTF-8 byte offsets): the answer

@@ -1,5 +1,7 @@
 """`BertTokenClassifier`: an encoder and a per-token classification head."""
 
+from typing import Optional
+
 import tensorflow as tf
 import tf_keras
 
@@ -45,7 +47,7 @@ class BertTokenClassifier(EncoderModel):
     logits = self.dense(self.dropout(sequence, training=training))
     return dict(logits=tf.cast(logits, tf.float32))
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """Serving SavedModel: `text` -> `words` (whitespace-split) and `tags`;
     see `bert.export.export_tagger` (`precision`, `gate`,

@@ -109,7 +109,7 @@ class Distiller(AtomicSave, tf_keras.Model):
   def attach_preprocessor(self, preprocessor) -> None:
     self.student.attach_preprocessor(preprocessor)
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """The student's serving export (see its `export`)."""
     return self.student.export(path, precision=precision, gate=gate,

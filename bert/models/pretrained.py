@@ -2,7 +2,7 @@
 every model's `from_pretrained` and under `load_encoder` (the bare encoder
 and its preprocessor)."""
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 from absl import logging
 
@@ -12,24 +12,25 @@ from bert.models.preprocessors import TextClassifierPreprocessor
 
 
 def load_pretrained(source: str, build: Callable, *, owner: str,
-                    precision: str = "fp32", with_heads: bool = False
+                    precision: Optional[str] = None, with_heads: bool = False
                     ) -> Tuple[object, object]:
   """(checkpoint, built): `source` loaded (`bert.checkpoints.load`: a folder
   of any format it reads, or a preset name) and `build(checkpoint)`, both in
-  the compute policy `precision` names ("auto": `bert.precision.choose`,
-  logged; the choice is kept on the result as `precision_choice`)."""
+  the compute policy `precision` names (None: the default, "auto" unless
+  BERT_PRECISION says otherwise; "auto": `bert.precision.choose`, logged;
+  the choice is kept on the result as `precision_choice`)."""
   choice = precision_lib.choose(precision)
   with precision_lib.policy_scope(choice.policy):
     ckpt = checkpoints.load(source, with_heads=with_heads)
     built = build(ckpt)
   object.__setattr__(built, "precision_choice", choice)
-  if precision == "auto":
+  if precision in (None, "auto"):
     logging.info("%s: %s", owner, choice.describe())
   return ckpt, built
 
 
 def load_encoder(source: str, *, seq_length: int = 128,
-                 precision: str = "fp32"):
+                 precision: Optional[str] = None):
   """The `BertEncoder` of `source` with its weights, and
   `encoder.preprocessor`: strings (or a pair of string tensors) -> its
   inputs, with the checkpoint's vocabulary and casing:

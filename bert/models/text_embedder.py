@@ -101,7 +101,7 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
   def from_pretrained(cls, source, *, seq_length: Optional[int] = None,
                       pooling=None, dense=None, normalize=None,
                       lower_case=None, prompts=None, default_prompt_name=None,
-                      precision: str = "fp32"):
+                      precision: Optional[str] = None):
     """An embedder on `source`: a checkpoint folder of any format the
     loader reads, or a preset. A sentence-transformers folder gives the
     pooling, dense layers (with weights), normalisation, max_seq_length and
@@ -194,7 +194,7 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
           lambda batch: self._embed(batch, False), reduce_retracing=True))
     return self._embed_fn
 
-  def export(self, path: str, precision: str = "fp32", gate=None,
+  def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:
     """Serving SavedModel: raw strings -> `embeddings` (float32 [batch,
     dim]), TF Hub's text-embedding interface (`tf.saved_model.load(path)

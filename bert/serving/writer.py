@@ -18,7 +18,7 @@ from bert.serving import autotune, host, openvino_runtime, tflite
 from bert.serving.gate import AccuracyGate
 from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
                                  StagedServing)
-from bert.serving.precision import bf16_copy
+from bert.serving.precision import policy_copy
 from bert.serving.stages import ServingModule
 from bert.serving.tflite import PRECISIONS
 from bert.validation import ConfigError
@@ -108,7 +108,7 @@ def _candidate(make_module, model, fp32: ServingModule, runtime: str,
     return _Candidate(runtime, precision, fp32,
                       converted=openvino_runtime.convert(network))
   if precision == "bf16":
-    return _Candidate(runtime, precision, make_module(bf16_copy(model)))
+    return _Candidate(runtime, precision, make_module(policy_copy(model, "bf16")))
   return _Candidate(runtime, precision, fp32)
 
 
@@ -136,7 +136,7 @@ def _choices(precision: str, runtime: Optional[str], has_bf16: bool
 
 
 def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
-                  kind: str, precision: str = "fp32",
+                  kind: str, precision: Optional[str] = None,
                   gate: Optional[AccuracyGate] = None,
                   bf16_cpu: Optional[bool] = None, require_gate: bool = False,
                   info: Optional[Dict[str, Any]] = None,
@@ -159,9 +159,12 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   (`bert.serving.autotune`); the manifest's `auto` says what was measured
   and why the choice. It needs a gate.
 
-  With a gate, precision "auto" is measured as well: the fastest of fp32,
-  bf16 (where the CPU has it) and int8 on their runtimes (or on `runtime`)
-  that passes the gate; without one it is bf16 or fp32 by the CPU's flags.
+  `precision` None is the default: "auto", unless the environment variable
+  BERT_PRECISION names another (`bert.precision.default`). With a gate,
+  "auto" is measured: the fastest of fp32, bf16 (where the CPU has it) and
+  int8 on every runtime installed (or on `runtime`) that passes the gate;
+  without one it is bf16 or fp32 by the CPU's flags (fp32 with
+  `require_gate`).
 
   A reduced precision, or a network converted to another runtime, is checked
   by `gate` first: evaluated against the fp32 SavedModel and refused
@@ -170,16 +173,18 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
   ConfigError. `info`: more fields for the manifest. Returns the manifest
   written (with the gate's figures).
   """
-  precision = check_precision(precision)
+  precision = check_precision(precision_lib.default(precision))
   requested = precision
   has_bf16 = cpu.has_bf16() if bf16_cpu is None else bf16_cpu
+  if precision == "auto" and runtime is None and gate is not None:
+    runtime = "auto"    # the fastest gated export, on any runtime here
   if runtime == "auto" and gate is None:
     raise ConfigError(f"{kind} export with runtime=auto needs an accuracy "
                       "gate (gate=, or --gate_data): it chooses among the "
                       "exports that pass it")
   if runtime == "openvino":
     openvino_runtime.require()
-  if runtime == "auto" or (precision == "auto" and gate is not None):
+  if runtime == "auto":
     # Measured: the fastest export that passes the gate.
     pairs = _choices(precision, runtime, has_bf16)
   else:
@@ -187,8 +192,12 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       choice = precision_lib.choose("auto", gpu=None, cpu_flags=(
           None if bf16_cpu is None else
           frozenset({"avx512_bf16"} if bf16_cpu else ())))
-      logging.info("export %s", choice.describe())
       precision = "bf16" if choice.bf16 else "fp32"
+      if precision == "bf16" and require_gate and gate is None:
+        precision, choice = "fp32", precision_lib.choose("fp32")
+        logging.info("export precision auto: fp32, no accuracy gate to check "
+                     "bf16 against (a %s export needs one)", kind)
+      logging.info("export %s", choice.describe())
     if precision == "bf16" and not has_bf16:
       logging.warning("precision=bf16: this CPU has neither AVX512_BF16 nor "
                       "AMX; writing fp32 instead")
@@ -198,6 +207,7 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       raise ConfigError(f"{kind} export at {precision} needs an accuracy gate "
                         "(gate=, or --gate_data: a dev set to compare with fp32)")
     pairs = [(runtime, precision)]
+  model = policy_copy(model, "fp32")   # the reference the gate compares with
   fp32 = make_module(model)
   candidates = [_candidate(make_module, model, fp32, r, p) for r, p in pairs]
   manifest = dict(format=MANIFEST_FORMAT, kind=kind,

@@ -31,6 +31,7 @@ from bert import networks
 from bert.checkpoints import CheckpointError
 from bert.errors import DataError
 from bert import io as _io
+from bert import precision as precision_lib
 from bert.errors import UserError
 from bert.checkpoints import model_dir as model_dir_lib
 from bert.validation import ConfigError, error_type, gin_error_line
@@ -199,12 +200,14 @@ def _gin_config_of_its_own():
 
 
 def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
-                   precision: str = "fp32",
+                   precision: Optional[str] = None,
                    max_accuracy_drop: Optional[float] = None,
                    gate=None, runtime: Optional[str] = None) -> dict:
   """Exports the serving model of a fine-tuned `bert-train` run, by its task:
   classifier, span_labeler, tagger or embedder, at `precision` (fp32, bf16,
-  int8), its network run by `runtime` (`bert.export.write_serving`). A
+  int8; None, the default, is "auto" unless BERT_PRECISION says otherwise:
+  the fastest export here that passes the gate), its network run by
+  `runtime` (`bert.export.write_serving`). A
   reduced precision, or a network converted to another runtime, must pass
   the accuracy gate (`gate`, default the task's eval split,
   `max_accuracy_drop` points below fp32; default per task, see
@@ -212,7 +215,7 @@ def export_trained(model_dir: str, path: str, kind: Optional[str] = None,
   (its `kind`, `precision`, the gate's figures); a `kind` given that the run
   is not is an error, before anything is written."""
   from bert import export  # pylint: disable=g-import-not-at-top
-  precision = export.check_precision(precision)
+  precision = export.check_precision(precision_lib.default(precision))
   task, model = load_trained_task(model_dir)
   kinds = ((ClassificationTask, "classifier"),
            (TokenClassificationTask, "tagger"),

@@ -21,6 +21,7 @@ import tf_keras
 
 from bert.models._keras_training import dropout_generators
 from bert import io as _io
+from bert import precision as precision_lib
 from bert.data import record_integrity
 from bert.data.errors import DataError
 from bert.tasks.base import Task
@@ -143,6 +144,14 @@ def run_experiment(task: Task, model_dir: str, mode: str = "train",
     raise
 
 
+def run_config_text(run_config: Callable[[], str],
+                    precision: precision_lib.PrecisionChoice) -> str:
+  """The text of a run's operative_config.gin: `run_config()` and, as a
+  comment, the precision that ran and why (the config may leave it to the
+  default, whose choice depends on the machine)."""
+  return f"{run_config().rstrip()}\n\n# {precision.describe()}\n"
+
+
 def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
          log_fn, run_config):
   """`run_experiment` once the strategy is set up (and model_dir locked)."""
@@ -257,7 +266,7 @@ def _run(task, model_dir, mode, runtime, optimizer_config, strategy, chief,
     # folder that export, convert and distillation can load.
     config = os.path.join(model_dir, model_dir_lib.RUN_CONFIG)
     with _io.atomic_file(config) as f:
-      f.write(run_config())
+      f.write(run_config_text(run_config, precision))
   damage = None
   try:
     with stop, watchdog:

@@ -31,8 +31,10 @@ class RuntimeConfig:
   strategy: str = "auto"              # one_device unless >1 GPU is visible
   tpu: Optional[str] = None
   # "auto": bf16 where the hardware runs it fast, else fp32, and XLA by
-  # what is faster for that precision (`bert.precision.choose`).
-  mixed_precision: str = "fp32"   # auto, fp32, bf16, fp16
+  # what is faster for that precision (`bert.precision.choose`). None: the
+  # default, "auto" unless the environment variable BERT_PRECISION names
+  # another (the pre-training configs name fp32).
+  mixed_precision: Optional[str] = None   # auto, fp32, bf16, fp16
   jit_compile: Optional[bool] = None  # None: off, or auto's choice
   seed: Optional[int] = 42
   deterministic: bool = False         # tf.config op determinism (slower)
@@ -55,9 +57,10 @@ class RuntimeConfig:
     check_choice(owner, "strategy", self.strategy, distribute.STRATEGIES)
     check_str(owner, "tpu", self.tpu, optional=True)
     # Earlier names (mixed_bfloat16, ...) read as their fp32/bf16/fp16 names.
-    self.mixed_precision = precision_lib.canonical(
-        self.mixed_precision, f"{owner}.mixed_precision",
-        ("auto",) + precision_lib.TRAINING)
+    if self.mixed_precision is not None:
+      self.mixed_precision = precision_lib.canonical(
+          self.mixed_precision, f"{owner}.mixed_precision",
+          ("auto",) + precision_lib.TRAINING)
     if self.jit_compile is not None:
       check_bool(owner, "jit_compile", self.jit_compile)
     check_int(owner, "seed", self.seed, minimum=0, optional=True)
@@ -85,7 +88,7 @@ def setup(runtime: RuntimeConfig, log_fn=print) -> tf.distribute.Strategy:
     tf.config.experimental.enable_op_determinism()
   choice = runtime.precision()
   distribute.set_precision(choice.policy)
-  if log_fn and runtime.mixed_precision == "auto":
+  if log_fn:
     log_fn(choice.describe())
   return distribute.get_strategy(runtime.strategy, runtime.tpu,
                                  runtime.peer_timeout_seconds)

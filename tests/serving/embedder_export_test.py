@@ -17,7 +17,7 @@ from bert import export
 from bert import hardware as cpu
 from bert.data import squad_json
 from bert.models import BertTextEmbedder
-from bert.serving import gate, loader, tflite
+from bert.serving import gate, loader, tflite, writer
 from bert.serving.embedder import ServedEmbedder
 from bert.testing import shared_texts
 from bert.validation import ConfigError
@@ -191,8 +191,10 @@ def _broken_int8(real_convert):
 
 
 def _broken_bf16(real_copy):
-  def copy(model):
-    out = real_copy(model)
+  def copy(model, precision):
+    out = real_copy(model, precision)
+    if precision != "bf16":
+      return out
     kernel = [w for w in out.encoder.transformer_layers[-1].weights
               if w.name.endswith("/output/kernel:0")][0]
     kernel.assign(3 * kernel)
@@ -221,7 +223,7 @@ def test_gate_refuses_a_broken_int8_export_and_writes_nothing(
 @pytest.mark.slow
 def test_gate_refuses_a_broken_bf16_export_and_keeps_the_earlier_one(
     minilm, minilm_export, monkeypatch):
-  monkeypatch.setattr(export, "bf16_copy", _broken_bf16(export.bf16_copy))
+  monkeypatch.setattr(writer, "policy_copy", _broken_bf16(writer.policy_copy))
   path, _ = minilm_export
   before = sorted(os.listdir(path))
   check = squad_gate(["Normans"])
