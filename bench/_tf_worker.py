@@ -61,7 +61,9 @@ def _model_garden_encoder(spec):
 def _infer(encoder, spec):
   features, _ = _inputs(spec)
 
-  @tf.function(jit_compile=spec["xla"])
+  # Unknown batch and length, as a served model (and `predict`) runs.
+  @tf.function(jit_compile=spec["xla"], input_signature=[{
+      k: tf.TensorSpec([None, None], v.dtype) for k, v in features.items()}])
   def forward(x):
     out = encoder(x, training=False)
     return (tf.reduce_sum(tf.cast(out["sequence_output"], tf.float32)) +

@@ -22,7 +22,8 @@ with policy_scope("bf16"):
 ids, mask, types, _ = P.synthetic_batch(8, 128)
 x = dict(input_word_ids=tf.constant(ids, tf.int32), input_mask=tf.constant(mask, tf.int32),
          input_type_ids=tf.constant(types, tf.int32))
-@tf.function
+# Unknown batch and length, as a served model (and `predict`) runs.
+@tf.function(input_signature=[{k: tf.TensorSpec([None, None], tf.int32) for k in x}])
 def f(x):
   o = enc(x, training=False)
   return tf.reduce_sum(tf.cast(o["sequence_output"], tf.float32)) + tf.reduce_sum(tf.cast(o["pooled_output"], tf.float32))

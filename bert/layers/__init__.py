@@ -9,6 +9,7 @@ from bert.layers.classification_head import ClassificationHead
 from bert.layers.discriminator_head import DiscriminatorHead
 from bert.layers.dropout import Dropout
 from bert.layers.fused_self_attention import FusedSelfAttention
+from bert.layers.layer_norm import LayerNormalization
 from bert.layers.masked_lm_head import MaskedLMHead, gather_positions
 from bert.layers.self_attention_mask import SelfAttentionMask
 from bert.layers.sentence_pooling import SentencePooling
@@ -20,7 +21,7 @@ from bert.layers.vocabulary import Vocabulary
 __all__ = [
     "BertEmbedding", "BertPackInputs", "BertTokenizer", "BytePairTokenizer",
     "ClassificationHead", "DiscriminatorHead", "Dropout", "FusedSelfAttention",
-    "MaskedLMHead",
+    "LayerNormalization", "MaskedLMHead",
     "SelfAttentionMask", "SentencePieceTokenizer", "SentencePooling",
     "SpanHead", "TransformerEncoderBlock", "Vocabulary", "gather_positions",
     "gelu", "gelu_exact", "get_activation",

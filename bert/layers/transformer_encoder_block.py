@@ -8,6 +8,7 @@ from bert.layers._util import build_sublayer, initializer
 
 from bert.layers import activations
 from bert.layers.fused_self_attention import FusedSelfAttention
+from bert.layers.layer_norm import LayerNormalization
 
 
 @tf_keras.utils.register_keras_serializable(package="bert")
@@ -27,8 +28,10 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
   `return_attention_probs=True`. With `output_positions` int [batch, k] only
   those rows are computed (every row still serves as key and value), and the
   output is [batch, k, hidden]: what a last layer needs when only the [CLS]
-  vector is used (sentence classification), about a sixth of the work. LayerNorms compute in float32 under mixed
-  precision; the residual stream stays in the compute dtype.
+  vector is used (sentence classification), about a sixth of the work.
+  LayerNorms compute in float32 under mixed precision (in bf16 inference, one
+  oneDNN kernel that keeps float32 statistics: `LayerNormalization`); the
+  residual stream stays in the compute dtype.
   """
 
   def __init__(self,
@@ -61,7 +64,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         self.num_attention_heads, dropout_rate=self.attention_dropout_rate,
         initializer_range=self.initializer_range, name="attention")
     build_sublayer(self.attention, [None, None, hidden])
-    self.attention_layer_norm = tf_keras.layers.LayerNormalization(
+    self.attention_layer_norm = LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="attention_layer_norm")
     build_sublayer(self.attention_layer_norm, [None, None, hidden])
@@ -77,7 +80,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     self.output_dense = tf_keras.layers.Dense(
         hidden, kernel_initializer=initializer(self.initializer_range), name="output")
     build_sublayer(self.output_dense, [None, None, self.intermediate_size])
-    self.output_layer_norm = tf_keras.layers.LayerNormalization(
+    self.output_layer_norm = LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="output_layer_norm")
     build_sublayer(self.output_layer_norm, [None, None, hidden])
