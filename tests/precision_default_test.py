@@ -124,6 +124,7 @@ def _export(model, path, gate_=None, precision_=None):
                                   length_buckets=(16, 32, 64), gate=gate_)
 
 
+@pytest.mark.heavy
 def test_the_default_export_is_the_fastest_that_passes_the_gate(
     default, monkeypatch, tmp_path):
   default(ZEN5)
@@ -162,6 +163,7 @@ def test_an_embedder_without_a_gate_exports_fp32_at_the_default(
     model.export(str(tmp_path / "bf16"), precision="bf16")
 
 
+@pytest.mark.heavy
 def test_an_fp32_export_of_a_bf16_model_computes_in_fp32(tmp_path):
   """The export's fp32 reference (and the gate's) is the model at fp32,
   whatever policy the model was built in (the default builds bf16 on a CPU
