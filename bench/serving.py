@@ -23,7 +23,8 @@ made by `bash bench/make_ort_venv.sh`, never a dependency of the library):
   ours_bf16, ours_int8   the same from `bert-export --precision=bf16|int8`
   ours_default   `bert-export` with neither --precision nor --runtime: the
               default (auto: the fastest gated export on this machine)
-  ours_ov_fp32, ours_ov_bf16   `bert-export --runtime=openvino --precision=..`
+  ours_ov_fp32, ours_ov_bf16, ours_ov_int8   `bert-export --runtime=openvino
+              --precision=..`
   ort_fp32    torch.onnx.export + ONNX Runtime's BERT fusion
   ort_int8    the fused model, dynamically quantized (int8 weights, per channel)
   torch_fp32  transformers in PyTorch, eval + inference_mode
@@ -96,6 +97,7 @@ IMPLS = {
     "ours_default": ["-m", "bench._ours_serving_worker"],
     "ours_ov_fp32": ["-m", "bench._ours_serving_worker"],
     "ours_ov_bf16": ["-m", "bench._ours_serving_worker"],
+    "ours_ov_int8": ["-m", "bench._ours_serving_worker"],
     "ort_fp32": ["-m", "bench._ort_worker", "--serve", "--impl=ort_fp32"],
     "ort_int8": ["-m", "bench._ort_worker", "--serve", "--impl=ort_int8"],
     "torch_fp32": ["-m", "bench._ort_worker", "--serve", "--impl=torch_fp32"],

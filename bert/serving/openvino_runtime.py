@@ -10,7 +10,11 @@ TFLite (`bert.serving.stages`).
 
 Precisions: fp32 computes in fp32 (OpenVINO's `INFERENCE_PRECISION_HINT`
 f32; its own default on a bf16-capable CPU is bf16); bf16 computes the
-matmuls in bf16 on AVX512_BF16 or AMX.
+matmuls in bf16 on AVX512_BF16 or AMX; int8 is the network quantized by
+NNCF's post-training quantization (int8 weights and activations, VNNI or
+AMX int8 where the CPU has them; what stays in floating point computes in
+bf16 where the CPU has it), its activation ranges measured on calibration
+inputs (`quantize`; the export takes them from the accuracy gate's rows).
 """
 
 import os
@@ -18,19 +22,31 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from bert import hardware
 from bert.serving.grouped import INVOKE_COST_TOKENS, GroupedNetwork
 from bert.validation import ConfigError
 
 NETWORK_FILE = "network_openvino.xml"
-PRECISIONS = ("fp32", "bf16")
-# OpenVINO's names for them.
+PRECISIONS = ("fp32", "bf16", "int8")
+# OpenVINO's names for them (int8: the precision of what is not quantized).
 _HINT = {"fp32": "f32", "bf16": "bf16"}
+# Calibration inputs NNCF measures activation ranges on (its default).
+CALIBRATION_ROWS = 300
 
 
 def available() -> bool:
   """Whether OpenVINO is installed."""
   try:
     import openvino  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return False
+  return True
+
+
+def quantizer_available() -> bool:
+  """Whether NNCF (int8 quantization for OpenVINO) is installed."""
+  try:
+    import nncf  # pylint: disable=g-import-not-at-top,unused-import
   except ImportError:
     return False
   return True
@@ -62,6 +78,25 @@ def convert(network):
   return model
 
 
+def quantize(model, feeds):
+  """`model` (an `openvino.Model`) with int8 weights and activations, by
+  NNCF's post-training quantization for transformers; the activation ranges
+  from `feeds` (dicts of int32 [1, length] NumPy arrays by input name, one
+  row each)."""
+  require()
+  try:
+    import nncf  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    raise ConfigError("runtime=openvino at int8 needs NNCF: pip install "
+                      "\"bert-tf2[openvino]\"") from None
+  feeds = list(feeds)
+  if not feeds:
+    raise ConfigError("OpenVINO int8: no calibration inputs")
+  return nncf.quantize(model, nncf.Dataset(feeds),
+                       model_type=nncf.ModelType.TRANSFORMER,
+                       subset_size=len(feeds))
+
+
 def save(model, path: str) -> None:
   """Writes `model` as `path` (.xml) and its weights beside it (.bin), in
   fp32 (OpenVINO's default would halve them to fp16)."""
@@ -78,7 +113,8 @@ class OpenVINONetwork(GroupedNetwork):
 
   Args:
     model: an `openvino.Model` (`convert`) or the path of its .xml file.
-    precision: fp32 or bf16 (see the module's docstring).
+    precision: fp32, bf16 or int8 (a model from `quantize`; see the
+      module's docstring).
     num_threads: inference threads (default: OpenVINO's, every core).
   """
 
@@ -93,8 +129,8 @@ class OpenVINONetwork(GroupedNetwork):
     core = ov.Core()
     if isinstance(model, (str, os.PathLike)):
       model = core.read_model(os.fspath(model))
-    config = {"INFERENCE_PRECISION_HINT": _HINT[precision],
-              "PERFORMANCE_HINT": "LATENCY"}
+    hint = _HINT.get(precision) or ("bf16" if hardware.has_bf16() else "f32")
+    config = {"INFERENCE_PRECISION_HINT": hint, "PERFORMANCE_HINT": "LATENCY"}
     if num_threads:
       config["INFERENCE_NUM_THREADS"] = int(num_threads)
     self._compiled = core.compile_model(model, "CPU", config)

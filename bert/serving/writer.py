@@ -19,6 +19,7 @@ from bert.serving.gate import AccuracyGate
 from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
                                  StagedServing)
 from bert.serving.precision import policy_copy
+from bert.features import ENCODER_INPUTS
 from bert.serving.stages import ServingModule
 from bert.serving.tflite import PRECISIONS
 from bert.validation import ConfigError
@@ -99,14 +100,35 @@ class _Candidate:
     return _in_memory(self.module)
 
 
+def _calibration_feeds(fp32: ServingModule, gate: AccuracyGate):
+  """The network's inputs for the gate's first rows (OpenVINO int8's
+  activation ranges), one row each, cut to its length."""
+  rows = {k: list(v[:openvino_runtime.CALIBRATION_ROWS])
+          for k, v in gate.inputs.items()}
+  count = len(next(iter(rows.values())))
+  for start in range(0, count, 32):
+    features = fp32.preprocess({k: tf.constant(v[start:start + 32], tf.string)
+                                for k, v in rows.items()})
+    inputs = {k: features[k].numpy() for k in ENCODER_INPUTS}
+    for row, length in enumerate(inputs["input_mask"].sum(axis=1)):
+      yield {k: v[row:row + 1, :max(int(length), 1)] for k, v in inputs.items()}
+
+
 def _candidate(make_module, model, fp32: ServingModule, runtime: str,
-               precision: str) -> _Candidate:
+               precision: str, gate: Optional[AccuracyGate]) -> _Candidate:
   network = fp32.network.get_concrete_function()
   if runtime == "tflite":
     return _Candidate(runtime, precision, fp32, blob=tflite.convert(network, fp32))
   if runtime == "openvino":
-    return _Candidate(runtime, precision, fp32,
-                      converted=openvino_runtime.convert(network))
+    converted = openvino_runtime.convert(network)
+    if precision == "int8":
+      if gate is None:
+        raise ConfigError("runtime=openvino at int8 needs an accuracy gate: "
+                          "its activation ranges are measured on the gate's "
+                          "inputs")
+      converted = openvino_runtime.quantize(converted,
+                                            _calibration_feeds(fp32, gate))
+    return _Candidate(runtime, precision, fp32, converted=converted)
   if precision == "bf16":
     return _Candidate(runtime, precision, make_module(policy_copy(model, "bf16")))
   return _Candidate(runtime, precision, fp32)
@@ -117,18 +139,22 @@ def _choices(precision: str, runtime: Optional[str], has_bf16: bool
   """The (runtime, precision) pairs to measure: `precision`, or for "auto"
   every precision this CPU runs fast (bf16 only with AVX512_BF16 or AMX);
   on `runtime`, on every runtime here for "auto" (OpenVINO where
-  installed), or on each precision's own for None."""
+  installed; its int8 where NNCF is), or on each precision's own for None."""
   precisions = ([p for p in PRECISIONS if p != "bf16" or has_bf16]
                 if precision == "auto" else [precision])
+
+  def runs(r, p):
+    # OpenVINO's int8 needs NNCF to quantize (not to run).
+    return p in RUNTIME_PRECISIONS.get(r, (p,)) and (
+        (r, p) != ("openvino", "int8") or openvino_runtime.quantizer_available())
+
   if runtime != "auto":
     # Each precision on `runtime`, or on its own: one-line errors as given.
     return [(check_runtime(runtime, p), p) for p in precisions
-            if runtime is None or len(precisions) == 1
-            or p in RUNTIME_PRECISIONS.get(runtime, (p,))]
+            if runtime is None or len(precisions) == 1 or runs(runtime, p)]
   runtimes = [r for r in RUNTIME_PRECISIONS
               if r != "openvino" or openvino_runtime.available()]
-  pairs = [(r, p) for r in runtimes for p in precisions
-           if p in RUNTIME_PRECISIONS[r]]
+  pairs = [(r, p) for r in runtimes for p in precisions if runs(r, p)]
   if not pairs:
     raise ConfigError(f"runtime={runtime}: runs none of precision "
                       f"{', '.join(precisions)} here")
@@ -209,7 +235,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
     pairs = [(runtime, precision)]
   model = policy_copy(model, "fp32")   # the reference the gate compares with
   fp32 = make_module(model)
-  candidates = [_candidate(make_module, model, fp32, r, p) for r, p in pairs]
+  candidates = [_candidate(make_module, model, fp32, r, p, gate)
+                for r, p in pairs]
   manifest = dict(format=MANIFEST_FORMAT, kind=kind,
                   requested_precision=requested,
                   string_inputs=list(fp32.string_inputs),

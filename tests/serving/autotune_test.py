@@ -29,6 +29,8 @@ def test_auto_measures_every_gated_export_and_writes_the_fastest(tmp_path):
   expected = {"fp32", "int8"} | ({"bf16"} if cpu.has_bf16() else set())
   if openvino_runtime.available():
     expected |= {"openvino_fp32"} | ({"openvino_bf16"} if cpu.has_bf16() else set())
+    if openvino_runtime.quantizer_available():
+      expected |= {"openvino_int8"}
   assert set(auto["rows_per_second"]) | set(auto["refused"]) == expected
   assert auto["chosen"] == max(auto["rows_per_second"],
                                key=auto["rows_per_second"].get)
@@ -52,7 +54,7 @@ def test_auto_skips_what_the_gate_refuses_and_says_so(tmp_path, monkeypatch):
   gate_ = self_labelled_gate(model, texts, 0.5)
   # int8 would be the fastest by far, but its network answers the opposite.
   rates = {"fp32": 10.0, "int8": 1000.0, "bf16": 20.0, "openvino_fp32": 30.0,
-           "openvino_bf16": 40.0}
+           "openvino_bf16": 40.0, "openvino_int8": 50.0}
   monkeypatch.setattr(autotune, "measure", lambda serves, inputs: {
       k: [rates[k] * f for f in (0.9, 1.0, 1.1)] for k in serves})
   real_call = writer.tflite.TFLiteNetwork.__call__
@@ -81,6 +83,11 @@ def test_auto_needs_a_gate_and_lists_only_what_this_machine_has(monkeypatch,
   pairs = writer._choices("auto", "auto", has_bf16=False)  # pylint: disable=protected-access
   assert ("saved_model", "bf16") not in pairs and ("tflite", "int8") in pairs
   assert writer._choices("bf16", None, True) == [("saved_model", "bf16")]  # pylint: disable=protected-access
+  assert writer._choices("auto", "openvino", True) == [  # pylint: disable=protected-access
+      ("openvino", "fp32"), ("openvino", "bf16"), ("openvino", "int8")]
+  # Without NNCF, OpenVINO's int8 is left out (it quantizes, not runs, it).
+  monkeypatch.setitem(sys.modules, "nncf", None)
+  assert ("openvino", "int8") not in writer._choices("auto", "auto", True)  # pylint: disable=protected-access
   assert writer._choices("auto", "openvino", True) == [  # pylint: disable=protected-access
       ("openvino", "fp32"), ("openvino", "bf16")]
   monkeypatch.setitem(sys.modules, "openvino", None)

@@ -116,8 +116,8 @@ def test_runtime_and_precision_errors_name_the_field_or_file(tmp_path):
   for runtime, precision, fragment in (("onnx", "fp32", "runtime must be one of"),
                                        ("tflite", "fp32", "runtime=tflite runs "
                                         "precision int8, not fp32"),
-                                       ("openvino", "int8", "runtime=openvino runs "
-                                        "precision fp32 or bf16, not int8")):
+                                       ("openvino", "int8", "runtime=openvino at "
+                                        "int8 needs an accuracy gate")):
     with pytest.raises(ConfigError, match=fragment):
       export.export_classifier(model, str(tmp_path / runtime), vocab(), True,
                                64, ["neg", "pos"], pairs=False,
@@ -133,9 +133,10 @@ def test_runtime_and_precision_errors_name_the_field_or_file(tmp_path):
                            "assets.extra"):
     export.load_serving(str(tmp_path / "ov"))
   # A runtime that does not run the precision named.
-  json.dump(dict(manifest, precision="int8"), open(manifest_path, "w"))
+  json.dump(dict(manifest, runtime="saved_model", precision="int8"),
+            open(manifest_path, "w"))
   with pytest.raises(loader.ServingError,
-                     match="runtime openvino does not run precision 'int8'"):
+                     match="runtime saved_model does not run precision 'int8'"):
     loader.read_manifest(str(tmp_path / "ov"))
   # A graph that is not OpenVINO's.
   json.dump(manifest, open(manifest_path, "w"))
@@ -164,3 +165,37 @@ def test_gate_refuses_an_openvino_network_that_scores_too_low(tmp_path,
                            r"100\.00 at fp32"):
     _export(model, tmp_path / "bad", "fp32", gate_)
   assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.heavy
+def test_openvino_int8_is_quantized_on_the_gates_rows_and_gated(
+    tmp_path, monkeypatch):
+  pytest.importorskip("nncf")
+  model = classifier(scale=20.0)
+  texts = sst2_texts(64)
+  gate_ = self_labelled_gate(model, texts, 10.0)
+  seen = []
+  real = openvino_runtime.quantize
+  monkeypatch.setattr(openvino_runtime, "quantize", lambda m, feeds: real(
+      m, seen.extend(feeds) or seen))
+  manifest = _export(model, tmp_path / "int8", "int8", gate_)
+  assert (manifest["runtime"], manifest["precision"]) == ("openvino", "int8")
+  assert manifest["gate"]["candidate"] == "openvino_int8"
+  assert manifest["gate"]["openvino_int8"] >= 90.0
+  # Calibrated on the gate's rows, each cut to its own length.
+  assert len(seen) == len(texts)
+  assert all(f["input_mask"].shape[0] == 1 and f["input_mask"].all()
+             for f in seen)     # no padding: the mask is all ones
+  # Quantized: int8 fake-quantization nodes, which the fp32 network has none
+  # of (negative control).
+  extra = tmp_path / "int8" / "assets.extra"
+  assert "FakeQuantize" in (extra / "network_openvino.xml").read_text()
+  _export(model, tmp_path / "fp32", "fp32", gate_)
+  assert "FakeQuantize" not in (tmp_path / "fp32" / "assets.extra" /
+                                "network_openvino.xml").read_text()
+  serve = export.load_serving(str(tmp_path / "int8"))
+  assert serve.runtime == "openvino"
+  ref = tf.saved_model.load(str(tmp_path / "int8")).signatures[
+      "serving_default"](text=tf.constant(texts))["label"].numpy()
+  agree = (loader.as_numpy(serve(text=texts))["label"] == ref).mean()
+  assert agree >= 0.9
