@@ -232,7 +232,9 @@ def test_the_run_config_is_written_before_the_first_step(pretraining_records,
                  log_fn=None, run_config=config)
   assert seen == [[]]               # called once, before any checkpoint
   with open(os.path.join(model_dir, "operative_config.gin")) as f:
-    assert f.read() == "# the run's config\n"
+    # The config, then the precision that ran and why (a comment).
+    assert f.read() == ("# the run's config\n\n# precision: float32, XLA off "
+                        "(the default, from BERT_PRECISION)\n")
 
 
 class _Predicting:

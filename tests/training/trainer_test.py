@@ -88,7 +88,9 @@ def test_training_lowers_the_loss_and_evaluates(records, tmp_path):
   eval_loss = summaries(str(tmp_path / "eval"), "loss")
   assert list(eval_loss) == [60]
   assert abs(eval_loss[60] - results["loss"]) < 1e-5
-  assert "ETA" in lines[0] and "ex/s" in lines[0]
+  # The precision that runs and why, then a line per loop.
+  assert lines[0] == "precision: float32, XLA off (the default, from BERT_PRECISION)"
+  assert "ETA" in lines[1] and "ex/s" in lines[1]
   for tag in ("learning_rate", "examples_per_second", "masked_lm_accuracy"):
     assert summaries(str(tmp_path / "train"), tag), tag
   # Eval mode alone restores the final checkpoint and gives the same metrics.
