@@ -72,7 +72,7 @@ flags.DEFINE_enum("runtime", None, ["saved_model", "tflite", "openvino", "auto"]
                   "classifier, span_labeler, tagger, embedder: what runs the "
                   "network (default: the SavedModel's TensorFlow graph; "
                   "TFLite for int8; every runtime for --precision=auto with "
-                  "a gate). openvino: OpenVINO (fp32 or bf16; pip "
+                  "a gate). openvino: OpenVINO (fp32, bf16 or int8; pip "
                   "install \"bert-tf2[openvino]\"), checked by the accuracy "
                   "gate like a reduced precision. auto: the fastest on this "
                   "machine of every runtime (at every precision for "
@@ -190,8 +190,9 @@ def _export_embedder() -> dict:
     # Said before the model loads (the export would refuse it later).
     raise app.UsageError(f"--precision={precision} needs --gate_data "
                          "(a SQuAD json or an STS tsv) for the accuracy gate")
+  # Built at fp32: the export makes its reduced-precision copies itself.
   model = BertTextEmbedder.from_pretrained(
-      FLAGS.checkpoint, pooling=FLAGS.pooling,
+      FLAGS.checkpoint, pooling=FLAGS.pooling, precision="fp32",
       seq_length=FLAGS.seq_length if FLAGS["seq_length"].present else None)
   return model.export(FLAGS.output, precision=precision, gate=gate,
                       runtime=FLAGS.runtime)

@@ -50,7 +50,7 @@ class LayerNormalization(tf_keras.layers.LayerNormalization):
 
   def _fused_bf16(self, x):
     shape = tf.shape(x)                              # [..., hidden]
-    hidden = tf.shape(x)[-1]
+    hidden = shape[-1]
     rows = tf.size(x) // hidden
     # Each row a "channel" of FusedBatchNormV3: its batch statistics are the
     # row's mean and variance. The op's epsilon is taken as given (the

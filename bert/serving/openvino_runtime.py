@@ -17,6 +17,7 @@ bf16 where the CPU has it), its activation ranges measured on calibration
 inputs (`quantize`; the export takes them from the accuracy gate's rows).
 """
 
+import importlib
 import os
 from typing import Dict, Optional
 
@@ -34,22 +35,22 @@ _HINT = {"fp32": "f32", "bf16": "bf16"}
 CALIBRATION_ROWS = 300
 
 
-def available() -> bool:
-  """Whether OpenVINO is installed."""
+def _installed(module: str) -> bool:
   try:
-    import openvino  # pylint: disable=g-import-not-at-top,unused-import
+    importlib.import_module(module)
   except ImportError:
     return False
   return True
+
+
+def available() -> bool:
+  """Whether OpenVINO is installed."""
+  return _installed("openvino")
 
 
 def quantizer_available() -> bool:
   """Whether NNCF (int8 quantization for OpenVINO) is installed."""
-  try:
-    import nncf  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    return False
-  return True
+  return _installed("nncf")
 
 
 def require():
@@ -84,11 +85,10 @@ def quantize(model, feeds):
   from `feeds` (dicts of int32 [1, length] NumPy arrays by input name, one
   row each)."""
   require()
-  try:
-    import nncf  # pylint: disable=g-import-not-at-top
-  except ImportError:
+  if not quantizer_available():
     raise ConfigError("runtime=openvino at int8 needs NNCF: pip install "
-                      "\"bert-tf2[openvino]\"") from None
+                      "\"bert-tf2[openvino]\"")
+  import nncf  # pylint: disable=g-import-not-at-top
   feeds = list(feeds)
   if not feeds:
     raise ConfigError("OpenVINO int8: no calibration inputs")

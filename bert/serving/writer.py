@@ -103,15 +103,12 @@ class _Candidate:
 def _calibration_feeds(fp32: ServingModule, gate: AccuracyGate):
   """The network's inputs for the gate's first rows (OpenVINO int8's
   activation ranges), one row each, cut to its length."""
-  rows = {k: list(v[:openvino_runtime.CALIBRATION_ROWS])
-          for k, v in gate.inputs.items()}
-  count = len(next(iter(rows.values())))
-  for start in range(0, count, 32):
-    features = fp32.preprocess({k: tf.constant(v[start:start + 32], tf.string)
-                                for k, v in rows.items()})
-    inputs = {k: features[k].numpy() for k in ENCODER_INPUTS}
-    for row, length in enumerate(inputs["input_mask"].sum(axis=1)):
-      yield {k: v[row:row + 1, :max(int(length), 1)] for k, v in inputs.items()}
+  features = fp32.preprocess({
+      k: tf.constant(list(v[:openvino_runtime.CALIBRATION_ROWS]), tf.string)
+      for k, v in gate.inputs.items()})
+  inputs = {k: features[k].numpy() for k in ENCODER_INPUTS}
+  for row, length in enumerate(inputs["input_mask"].sum(axis=1)):
+    yield {k: v[row:row + 1, :max(int(length), 1)] for k, v in inputs.items()}
 
 
 def _candidate(make_module, model, fp32: ServingModule, runtime: str,
