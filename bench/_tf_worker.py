@@ -8,7 +8,8 @@ loss normalisation, clipping, AdamW from official.modeling.optimization),
 the path `bert-train` runs. `model_garden`: `tfm.nlp.networks.BertEncoder`
 with a dense head, trained by a tf.function step as Model Garden's own
 trainers do (forward/backward, clip 1.0, AdamW with weight decay).
-Spec keys: model, mode (infer|train|matmul), batch, seq, xla, bf16.
+Spec keys: model, mode (infer|train|matmul), batch, seq, xla, bf16, served
+(infer: the bf16 serving export's frozen network).
 """
 
 import os
@@ -58,8 +59,40 @@ def _model_garden_encoder(spec):
       dict_outputs=True)
 
 
+def _trained_like(encoder, features):
+  """Random non-zero biases and LayerNorm offsets, as a trained model has
+  (at zero, grappler removes the bias adds of a frozen graph, and with them
+  oneDNN's matmul + bias + GELU fusion)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  encoder(features)
+  rng = np.random.default_rng(0)
+  encoder.set_weights([w + rng.normal(0, 0.02, w.shape).astype(w.dtype)
+                       if w.ndim == 1 else w for w in encoder.get_weights()])
+
+
+def _served(encoder, spec):
+  """The bf16 serving export's network (`bert.serving.frozen`): weights
+  stored in bf16 and frozen into the graph."""
+  from bert.serving import frozen  # pylint: disable=g-import-not-at-top
+  features, _ = _inputs(spec)
+  _trained_like(encoder, features)
+  copy = frozen.bf16_weights_copy(encoder)
+  network = frozen.freeze(lambda x: dict(copy(x, training=False)),
+                          list(features))
+
+  def forward():
+    out = network(features)
+    return (tf.reduce_sum(tf.cast(out["sequence_output"], tf.float32)) +
+            tf.reduce_sum(tf.cast(out["pooled_output"], tf.float32))).numpy()
+
+  return forward
+
+
 def _infer(encoder, spec):
   features, _ = _inputs(spec)
+  if spec.get("served"):
+    return _served(encoder, spec)
+  _trained_like(encoder, features)
 
   # Unknown batch and length, as a served model (and `predict`) runs.
   @tf.function(jit_compile=spec["xla"], input_signature=[{

@@ -1,9 +1,10 @@
 """Where bf16 inference time goes: our encoder in TensorFlow (the TF
 profiler's self time per op type, `mixed_bfloat16` through oneDNN) beside
 OpenVINO on the same weights (its per-node counters; its default precision),
-batch 8, seq 128, 2 threads.
+batch 8, seq 128, 2 threads. `served`: our network as a bf16 serving export
+runs it (`bert.serving.frozen`: bf16 weights frozen into the graph).
 
-  python -m bench.profile_bf16 [bert_base|bert_small|minilm_l6]
+  python -m bench.profile_bf16 [bert_base|bert_small|minilm_l6] [served]
 """
 import glob, json, os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"; os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
@@ -22,10 +23,21 @@ with policy_scope("bf16"):
 ids, mask, types, _ = P.synthetic_batch(8, 128)
 x = dict(input_word_ids=tf.constant(ids, tf.int32), input_mask=tf.constant(mask, tf.int32),
          input_type_ids=tf.constant(types, tf.int32))
+# Non-zero biases, as a trained model has (bench._tf_worker._trained_like).
+import numpy as np
+enc(x)
+rng = np.random.default_rng(0)
+enc.set_weights([w + rng.normal(0, 0.02, w.shape).astype(w.dtype) if w.ndim == 1 else w
+                 for w in enc.get_weights()])
+served = "served" in sys.argv[2:]
+if served:
+  from bert.serving import frozen
+  copy = frozen.bf16_weights_copy(enc)
+  network = frozen.freeze(lambda t: dict(copy(t, training=False)), list(x))
 # Unknown batch and length, as a served model (and `predict`) runs.
 @tf.function(input_signature=[{k: tf.TensorSpec([None, None], tf.int32) for k in x}])
 def f(x):
-  o = enc(x, training=False)
+  o = network(x) if served else enc(x, training=False)
   return tf.reduce_sum(tf.cast(o["sequence_output"], tf.float32)) + tf.reduce_sum(tf.cast(o["pooled_output"], tf.float32))
 for _ in range(3): f(x).numpy()
 t = time.perf_counter(); n = 10
@@ -49,7 +61,7 @@ for r in rows["rows"]:
   t_self = float(v.get("total_self_time") or 0)
   by_type[v["type"]] = by_type.get(v["type"], 0.0) + t_self
   total += t_self
-print(f"{model} bf16 b8 s128: {wall*1000:.1f} ms per forward ({8/wall:.1f} seq/s); profiled self time {total/5/1000:.1f} ms per forward")
+print(f"{model} bf16{' served' if served else ''} b8 s128: {wall*1000:.1f} ms per forward ({8/wall:.1f} seq/s); profiled self time {total/5/1000:.1f} ms per forward")
 for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])[:15]:
   print(f"  {k:28s} {100*v/total:5.1f}%  {v/5/1000:7.2f} ms")
 

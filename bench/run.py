@@ -55,6 +55,9 @@ IMPLS = {
     # fp32 variables. TensorFlow's bf16 matmuls need oneDNN.
     "ours bf16": ("tf_ours+onednn", dict(xla=False, bf16=True)),
     "ours bf16+XLA": ("tf_ours+onednn", dict(xla=True, bf16=True)),
+    # The network of a bf16 serving export (`bert.serving.frozen`): bf16
+    # weights frozen into the graph, which oneDNN keeps in its own layout.
+    "ours bf16 served": ("tf_ours+onednn", dict(xla=False, bf16=True, served=True)),
     "Model Garden bf16": ("tf_model_garden+onednn", dict(xla=False, bf16=True)),
     "Model Garden bf16+XLA": ("tf_model_garden+onednn", dict(xla=True, bf16=True)),
     "HF PyTorch bf16": ("torch", dict(bf16=True)),
@@ -65,7 +68,7 @@ IMPLS = {
     "OpenVINO fp32": ("openvino", dict(precision="fp32")),
 }
 # Implementations that only infer (no train-step rows).
-INFER_ONLY = {"OpenVINO", "OpenVINO fp32"}
+INFER_ONLY = {"OpenVINO", "OpenVINO fp32", "ours bf16 served"}
 # model -> batch (seq 128 throughout)
 CASES = {"bert_base": 8, "bert_small": 32, "minilm_l6": 32}
 SEQ = 128

@@ -54,6 +54,9 @@ POLICIES = tuple(POLICY.values())
 # The names of earlier releases (tf_keras policy names) still read, so that
 # saved operative_config.gin files and scripts keep working.
 _FORMER = {policy: name for name, policy in POLICY.items()}
+# bf16 weights as well as bf16 compute: for inference copies only (a frozen
+# bf16 serving network, `bert.serving.frozen`), never for training.
+INFERENCE_BF16 = "bfloat16"
 
 
 def canonical(value, owner: str = "precision", allowed=CHOICES) -> str:
@@ -204,7 +207,7 @@ class policy_scope:  # pylint: disable=invalid-name
   def __init__(self, precision: str):
     # A training precision, or the tf_keras policy it maps to.
     self.policy = POLICY.get(precision, precision)
-    if self.policy not in POLICIES:
+    if self.policy not in POLICIES + (INFERENCE_BF16,):
       raise ValueError(f"policy must be one of {', '.join(TRAINING)}; got "
                        f"{precision!r}")
     self._previous = None

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers.dropout import Dropout
+from bert.layers.layer_norm import LayerNormalization
 from bert.layers._util import build_sublayer, initializer
 
 
@@ -54,7 +55,7 @@ class BertEmbedding(tf_keras.layers.Layer):
     self.position_offset = position_offset
     self.embedding_width = embedding_size or hidden_size
 
-    self.layer_norm = tf_keras.layers.LayerNormalization(
+    self.layer_norm = LayerNormalization(
         axis=-1, epsilon=layer_norm_epsilon, dtype="float32", name="layer_norm")
     self.dropout = Dropout(dropout_rate)
     self.projection = None

@@ -5,6 +5,7 @@ import math
 import tensorflow as tf
 import tf_keras
 
+from bert import precision as precision_lib
 from bert.layers.dropout import Dropout
 from bert.layers._util import build_sublayer, initializer
 
@@ -111,12 +112,18 @@ class FusedSelfAttention(tf_keras.layers.Layer):
     query = query * tf.cast(1.0 / math.sqrt(self.head_size), query.dtype)
     # [batch, heads, seq(query), seq(key)]
     logits = tf.matmul(query, key, transpose_b=True)
-    # Softmax in float32: bf16/fp16 logits lose the small differences that
-    # decide the attention pattern.
-    logits = tf.cast(logits, tf.float32)
+    # Softmax in float32 (its gradient too), except in bf16 inference on
+    # oneDNN: there the logits are already rounded to bf16 by the matmul,
+    # the mask's 0 or -1e9 adds nothing else, oneDNN's bf16 softmax sums in
+    # float32, and the probabilities are rounded to bf16 either way; the two
+    # casts around a float32 softmax would only add their time.
+    softmax_dtype = (tf.bfloat16 if logits.dtype == tf.bfloat16
+                     and not training and precision_lib.onednn_enabled()
+                     else tf.float32)
+    logits = tf.cast(logits, softmax_dtype)
     if attention_mask is not None:
-      mask = tf.expand_dims(tf.cast(attention_mask, tf.float32), 1)
-      logits += (1.0 - mask) * large_negative(tf.float32)
+      mask = tf.expand_dims(tf.cast(attention_mask, softmax_dtype), 1)
+      logits += (1.0 - mask) * large_negative(softmax_dtype)
     probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
     dropped = self.attention_dropout(probs, training=training)
     # [batch, heads, seq(query), head_size] -> [batch, seq(query), hidden]

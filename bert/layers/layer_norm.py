@@ -15,13 +15,19 @@ class LayerNormalization(tf_keras.layers.LayerNormalization):
 
   Under `mixed_bfloat16`, Keras computes a LayerNorm in float32: a cast up,
   five element-wise ops (moments, normalise, scale, shift) and the caller's
-  cast back down. For a bf16 input outside training, with TensorFlow's oneDNN
-  kernels on, this layer writes the graph that TensorFlow's grappler
-  remapper replaces by its `_MklLayerNorm` kernel: FusedBatchNormV3 (training
-  statistics) over the rows reshaped to [1, rows, hidden, 1], then gamma and
-  beta in bf16. The kernel reads bf16 and accumulates the mean and variance
-  in float32, so the result is the float32 LayerNorm rounded to bf16 (up to
-  the bf16 rounding of gamma and beta). Training, float32 inputs and
+  cast back down. For a bf16 input of unknown batch and length outside
+  training, with TensorFlow's oneDNN kernels on, this layer writes the graph
+  that TensorFlow's grappler remapper replaces by its `_MklLayerNorm` kernel:
+  FusedBatchNormV3 (training statistics) over the rows reshaped to
+  [1, rows, hidden, 1], then gamma and beta in bf16. The kernel reads bf16
+  and accumulates the mean and variance in float32, so the result is the
+  float32 LayerNorm rounded to bf16 (up to the bf16 rounding of gamma and
+  beta). Its epsilon travels in the FusedBatchNormV3 node, so it holds in a
+  frozen bf16 serving network too, where TensorFlow's own fusion of Keras'
+  graph (which fires once gamma and beta are constants) uses 1e-3 whatever
+  the layer's. Float32 keeps Keras' graph, the one other runtimes convert
+  (OpenVINO and TFLite take a float32 network; OpenVINO turns a training-mode
+  FusedBatchNormV3 into slow element-wise ops). Training, float32 inputs and
   TensorFlow without oneDNN take Keras' path.
   """
 
@@ -45,10 +51,10 @@ class LayerNormalization(tf_keras.layers.LayerNormalization):
     if (inputs.dtype == tf.bfloat16 and not training and self._fusable
         and not isinstance(inputs, tf.RaggedTensor)
         and not inputs.shape.is_fully_defined()):
-      return self._fused_bf16(inputs)
+      return self._one_kernel(inputs)
     return super().call(inputs)
 
-  def _fused_bf16(self, x):
+  def _one_kernel(self, x):
     shape = tf.shape(x)                              # [..., hidden]
     hidden = shape[-1]
     rows = tf.size(x) // hidden
@@ -62,5 +68,4 @@ class LayerNormalization(tf_keras.layers.LayerNormalization):
         mean=tf.constant([], tf.float32), variance=tf.constant([], tf.float32),
         epsilon=self.epsilon, data_format="NCHW", is_training=True)[0]
     y = tf.reshape(y, shape)
-    return (y * tf.cast(self.gamma, tf.bfloat16)
-            + tf.cast(self.beta, tf.bfloat16))
+    return y * tf.cast(self.gamma, x.dtype) + tf.cast(self.beta, x.dtype)

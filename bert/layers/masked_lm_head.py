@@ -6,6 +6,7 @@ import tensorflow as tf
 import tf_keras
 
 from bert.layers._util import build_sublayer, initializer
+from bert.layers.layer_norm import LayerNormalization
 
 from bert.layers import activations
 
@@ -66,7 +67,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
         width, kernel_initializer=initializer(self.initializer_range),
         name="transform")
     build_sublayer(self.dense, [None, None, hidden])
-    self.layer_norm = tf_keras.layers.LayerNormalization(
+    self.layer_norm = LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="transform_layer_norm")
     build_sublayer(self.layer_norm, [None, None, width])

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from bert.data import length_buckets as lb
 from bert.features import ENCODER_INPUTS
+from bert.serving import frozen
 
 STAGES = ("preprocess", "network", "postprocess")
 
@@ -60,7 +61,16 @@ class ServingModule(tf.Module):
     # most of an export's time, twice over for int8, whose TFLite converter
     # saves once more (bench/PERFORMANCE.md).
     self._held = _Untracked(model)
+    # A bf16 network runs with its weights frozen into the graph, in bf16
+    # (`bert.serving.frozen`): they are not variables of the SavedModel.
+    self._frozen = None
     self.model_variables = list(model.variables)
+    if model.compute_dtype == "bfloat16":
+      copy = frozen.bf16_weights_copy(model)
+      self._frozen = frozen.freeze(
+          lambda x: dict(copy({k: x[k] for k in self.network_inputs},
+                              training=False)), self.network_inputs)
+      self.model_variables = []
     self.buckets = tuple(int(b) for b in buckets)
     strings = {k: tf.TensorSpec([None], tf.string, name=k)
                for k in self.string_inputs}
@@ -102,6 +112,8 @@ class ServingModule(tf.Module):
     return None
 
   def _network(self, inputs):
+    if self._frozen is not None:
+      return self._frozen(inputs)
     return dict(self.model({k: inputs[k] for k in self.network_inputs},
                            training=False))
 

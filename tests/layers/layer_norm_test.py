@@ -1,6 +1,6 @@
 """`bert.layers.LayerNormalization`: Keras' LayerNorm at fp32 and in
 training, and for bf16 inference the graph oneDNN fuses into one kernel,
-with float32 statistics."""
+with float32 statistics (frozen weights included)."""
 
 import numpy as np
 import pytest
@@ -82,11 +82,37 @@ def test_bf16_inference_writes_the_fused_pattern_only_where_it_fuses():
     return {op.type for op in fn.get_concrete_function(*args).graph.get_operations()}
   fused = ops(_fused_graph(ours, tf.bfloat16))
   assert "FusedBatchNormV3" in fused and "Mean" not in fused
-  # A fully known shape, training, float32 or oneDNN off: Keras' graph.
+  # A fully known shape, training, float32 (the graph OpenVINO and TFLite
+  # convert) or oneDNN off: Keras' graph.
   static = tf.function(lambda x: ours(x, training=False))
   assert "FusedBatchNormV3" not in ops(static, tf.TensorSpec([3, 7, H], tf.bfloat16))
   assert "FusedBatchNormV3" not in ops(_fused_graph(ours, tf.bfloat16, True))
   assert "FusedBatchNormV3" not in ops(_fused_graph(ours, tf.float32))
+
+
+def _frozen(layer, dtype):
+  from tensorflow.python.framework import convert_to_constants  # pylint: disable=g-import-not-at-top
+  return convert_to_constants.convert_variables_to_constants_v2(
+      _fused_graph(layer, dtype).get_concrete_function())
+
+
+def test_bf16_inference_keeps_its_epsilon_with_frozen_weights():
+  """A bf16 serving network freezes gamma and beta into the graph
+  (`bert.serving.frozen`): the one kernel still gives the float32 LayerNorm
+  rounded to bf16."""
+  ours, keras = _pair()
+  x = tf.cast(_inputs(seed=3), tf.bfloat16)
+  reference = keras(x).numpy()
+  y = tf.cast(_frozen(ours, tf.bfloat16)(x)[0], tf.float32).numpy()
+  np.testing.assert_allclose(y, reference, rtol=2 ** -7, atol=2 ** -7)
+  # Negative control, and the reason Keras' own graph is not served frozen:
+  # with constant gamma and beta, TensorFlow's oneDNN remapper replaces
+  # Keras' moments-based LayerNorm by its kernel at epsilon 1e-3, whatever
+  # the layer's (BERT's is 1e-12). Where oneDNN is off, nothing is replaced.
+  if precision.onednn_enabled():
+    x32 = tf.constant(_inputs(seed=3))
+    y32 = _frozen(keras, tf.float32)(x32)[0].numpy()
+    assert np.abs(y32 - keras(x32).numpy()).max() > 1e-4
 
 
 def test_without_onednn_bf16_takes_keras_path(monkeypatch):

@@ -110,6 +110,36 @@ def test_attention_matches_numpy_and_masks_keys():
   assert max_abs_diff(out[1, :4], out2[1, :4]) < 1e-6
 
 
+def test_bf16_inference_attention_is_the_float32_softmax_rounded_to_bf16():
+  """bf16 inference on oneDNN takes its softmax in bf16 (the logits are bf16
+  already): probabilities within bf16 rounding of the float32 softmax of the
+  same logits, masked keys exactly 0; training keeps the float32 softmax."""
+  from bert import precision  # pylint: disable=g-import-not-at-top
+  x = tf.cast(np.random.RandomState(6).randn(2, 6, 16) * 3, tf.bfloat16)
+  mask = padding_mask(2, 6, [6, 4])
+  with precision.policy_scope("bf16"):     # its sub-layers too, built here
+    att = layers.FusedSelfAttention(num_heads=4, dropout_rate=0.0)
+    att(x)
+  randomise(att, seed=7)
+  spec = [tf.TensorSpec([None, None, 16], tf.bfloat16),
+          tf.TensorSpec([None, 1, None], tf.float32)]
+  graph = {t: tf.function(lambda a, m, t=t: att(a, attention_mask=m, training=t,
+                                                 return_attention_probs=True),
+                          input_signature=spec) for t in (False, True)}
+  softmax_ops = {t: [op for op in graph[t].get_concrete_function().graph
+                     .get_operations() if op.type == "Softmax"] for t in graph}
+  expected = "bfloat16" if precision.onednn_enabled() else "float32"
+  assert softmax_ops[False][0].get_attr("T").name == expected
+  assert softmax_ops[True][0].get_attr("T").name == "float32"
+  _, probs = graph[False](x, mask)
+  _, reference = graph[True](x, mask)     # no dropout: the float32 softmax
+  probs = tf.cast(probs, tf.float32).numpy()
+  reference = tf.cast(reference, tf.float32).numpy()
+  assert np.abs(probs - reference).max() <= 2 ** -8
+  assert probs[1, :, :, 4:].max() == 0.0
+  np.testing.assert_allclose(probs.sum(-1), 1.0, atol=2 ** -6)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_block_matches_numpy(norm_first):
   block = layers.TransformerEncoderBlock(

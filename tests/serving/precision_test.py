@@ -10,6 +10,7 @@ from bert import BertEncoder, export
 from bert.models import BertClassifier, BertTokenClassifier
 from bert import hardware as cpu
 from bert.serving import gate, loader, tflite
+from bert.serving.precision import policy_copy
 from bert.serving.grouped import plan_groups
 from conftest import small_config, vocab
 from serving_helpers import (classifier, padded_inputs, self_labelled_gate,
@@ -70,6 +71,49 @@ def test_every_precision_loads_with_one_loader_and_the_same_outputs_at_its_bucke
   assert ids["input_word_ids"].shape[1] == 64
   full_length = tf.nn.softmax(model(ids, training=False)["logits"]).numpy()
   assert np.abs(got - full_length).max() <= 1e-5
+
+
+def _graph_ops(concrete):
+  """(op type, dtype attr) of every node of a traced function, the functions
+  it calls included."""
+  graph = concrete.graph.as_graph_def()
+  nodes = list(graph.node)
+  for f in graph.library.function:
+    nodes.extend(f.node_def)
+  return [(n.op, tf.as_dtype(n.attr["dtype"].type).name
+           if n.attr["dtype"].type else None) for n in nodes]
+
+
+def test_a_bf16_network_runs_with_bf16_weights_frozen_into_its_graph():
+  """The bf16 network reads no variable: its weights are bf16 constants of
+  its graph (`bert.serving.frozen`: oneDNN keeps constant weights in its own
+  layout), and it gives the mixed_bfloat16 model's outputs. The fp32
+  network (the negative control) reads its variables."""
+  model = classifier(scale=20.0)
+  make = lambda m: export.ClassifierServing(m, vocab(), True, 64,
+                                            ["neg", "pos"], False, (64,))
+  fp32 = make(model)
+  bf16_model = policy_copy(model, "bf16")
+  bf16 = make(bf16_model)
+  ops32 = _graph_ops(fp32.network.get_concrete_function())
+  ops16 = _graph_ops(bf16.network.get_concrete_function())
+  assert any(op == "ReadVariableOp" for op, _ in ops32)
+  assert fp32.model_variables
+  assert not any(op in ("ReadVariableOp", "VarHandleOp") for op, _ in ops16)
+  assert not bf16.model_variables
+  # The projection kernels are bf16 constants (64 x 192: the fused QKV).
+  kernels = [n for n in bf16.network.get_concrete_function().graph
+             .as_graph_def().library.function for n in n.node_def
+             if n.op == "Const" and n.attr["dtype"].type == tf.bfloat16.as_datatype_enum
+             and [d.size for d in n.attr["value"].tensor.tensor_shape.dim] == [64, 192]]
+  assert len(kernels) == 2                  # one per layer
+  inputs = {k: tf.constant(v) for k, v in padded_inputs([64, 40, 7]).items()}
+  got = bf16.network(inputs)["logits"].numpy().astype(np.float32)
+  want = tf.cast(bf16_model(inputs, training=False)["logits"], tf.float32).numpy()
+  assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+  # And it is not the fp32 network: bf16 rounding shows.
+  exact = fp32.network(inputs)["logits"].numpy()
+  assert np.abs(got - exact).max() > 1e-4
 
 
 # Slow: the refusal test's negative control passes a good export too.
