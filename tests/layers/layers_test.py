@@ -140,6 +140,20 @@ def test_bf16_inference_attention_is_the_float32_softmax_rounded_to_bf16():
   np.testing.assert_allclose(probs.sum(-1), 1.0, atol=2 ** -6)
 
 
+def test_without_onednn_bf16_inference_keeps_the_float32_softmax(monkeypatch):
+  from bert import precision  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(precision, "onednn_enabled", lambda: False)
+  x = tf.cast(np.random.RandomState(8).randn(2, 6, 16), tf.bfloat16)
+  with precision.policy_scope("bf16"):
+    att = layers.FusedSelfAttention(num_heads=4, dropout_rate=0.0)
+    att(x)
+  graph = tf.function(lambda a: att(a, training=False),
+                      input_signature=[tf.TensorSpec([None, None, 16], tf.bfloat16)])
+  softmax = [op for op in graph.get_concrete_function().graph.get_operations()
+             if op.type == "Softmax"]
+  assert [op.get_attr("T").name for op in softmax] == ["float32"]
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_block_matches_numpy(norm_first):
   block = layers.TransformerEncoderBlock(
