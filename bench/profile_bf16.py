@@ -6,7 +6,7 @@ runs it (`bert.serving.frozen`: bf16 weights frozen into the graph).
 
   python -m bench.profile_bf16 [bert_base|bert_small|minilm_l6] [served]
 """
-import glob, json, os, sys, time
+import os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"; os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
 import tensorflow as tf
 tf.config.threading.set_intra_op_parallelism_threads(2)
@@ -43,24 +43,9 @@ for _ in range(3): f(x).numpy()
 t = time.perf_counter(); n = 10
 for _ in range(n): f(x).numpy()
 wall = (time.perf_counter() - t) / n
-logdir = "/tmp/prof_bf16"; os.system(f"rm -rf {logdir}")
-tf.profiler.experimental.start(logdir)
-for _ in range(5): f(x).numpy()
-tf.profiler.experimental.stop()
-path = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)[0]
-from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as pp
-data, ok = pp.xspace_to_tools_data([path], "framework_op_stats", {})
-table = json.loads(data)
-rows = table[0] if isinstance(table, list) else table
-cols = [c["id"] for c in rows["cols"]]
-by_type = {}
-total = 0.0
-for r in rows["rows"]:
-  v = dict(zip(cols, [c.get("v") for c in r["c"]]))
-  if v.get("host_or_device") not in (None, "Host"): continue
-  t_self = float(v.get("total_self_time") or 0)
-  by_type[v["type"]] = by_type.get(v["type"], 0.0) + t_self
-  total += t_self
+from bench._tf_profile import op_self_times
+by_type = op_self_times(lambda: f(x).numpy(), 5, "/tmp/prof_bf16")
+total = sum(by_type.values())
 print(f"{model} bf16{' served' if served else ''} b8 s128: {wall*1000:.1f} ms per forward ({8/wall:.1f} seq/s); profiled self time {total/5/1000:.1f} ms per forward")
 for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])[:15]:
   print(f"  {k:28s} {100*v/total:5.1f}%  {v/5/1000:7.2f} ms")
