@@ -19,7 +19,8 @@ from typing import Callable, Dict, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants  # pylint: disable=g-direct-tensorflow-import
 
-from bert.precision import INFERENCE_BF16, policy_scope
+from bert.precision import INFERENCE_BF16
+from bert.serving.precision import policy_copy
 
 
 def bf16_weights_copy(model):
@@ -27,10 +28,7 @@ def bf16_weights_copy(model):
   policy; the layers that compute in float32, LayerNorms and logits, keep
   float32 weights): the same bf16 products as `mixed_bfloat16`, whose
   float32 weights are cast to bf16 at each use, and half the constants."""
-  with policy_scope(INFERENCE_BF16):
-    copy = type(model).from_config(model.get_config())
-  copy.set_weights(model.get_weights())
-  return copy
+  return policy_copy(model, INFERENCE_BF16)
 
 
 def freeze(call: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],

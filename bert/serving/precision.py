@@ -10,7 +10,7 @@ def policy_copy(model, precision: str):
   already does, else rebuilt under that policy with its weights and its
   preprocessor. So an fp32 export of a model built in bf16 (the default
   "auto" precision on a CPU with bf16) computes in fp32."""
-  policy = POLICY[precision]
+  policy = POLICY.get(precision, precision)   # or a Keras policy name
   if model.dtype_policy.name == policy:
     return model
   with policy_scope(policy):
