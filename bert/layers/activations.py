@@ -9,6 +9,8 @@ import math
 
 import tensorflow as tf
 
+from bert.layers._util import elementwise_region
+
 
 def gelu(x):
   """GELU, tanh approximation: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))."""
@@ -25,44 +27,60 @@ _INV_SQRT_2 = 1 / math.sqrt(2)
 _INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
 
 
+@elementwise_region
+def _gelu_tanh_forward(x):
+  """GELU(x) and tanh(u(x)), the factor the gradient needs."""
+  x32 = tf.cast(x, tf.float32)
+  t = tf.math.tanh(_SQRT_2_OVER_PI * (x32 + 0.044715 * x32 * x32 * x32))
+  return tf.cast(x32 * (0.5 * (1.0 + t)), x.dtype), tf.cast(t, x.dtype)
+
+
+@elementwise_region
+def _gelu_tanh_backward(x, t, dy):
+  """dy * d/dx 0.5x(1 + t), t = tanh(u(x))."""
+  x32, t32 = tf.cast(x, tf.float32), tf.cast(t, tf.float32)
+  du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x32 * x32)
+  d = 0.5 * (1.0 + t32) + 0.5 * x32 * (1.0 - t32 * t32) * du
+  return tf.cast(tf.cast(dy, tf.float32) * d, dy.dtype)
+
+
+@elementwise_region
+def _gelu_erf_forward(x):
+  """GELU(x) and Phi(x), the factor the gradient needs."""
+  x32 = tf.cast(x, tf.float32)
+  cdf = 0.5 * tf.math.erfc(x32 * -_INV_SQRT_2)
+  return tf.cast(x32 * cdf, x.dtype), tf.cast(cdf, x.dtype)
+
+
+@elementwise_region
+def _gelu_erf_backward(x, cdf, dy):
+  """dy * d/dx x Phi(x) = dy * (Phi(x) + x phi(x))."""
+  x32 = tf.cast(x, tf.float32)
+  d = tf.cast(cdf, tf.float32) + x32 * (tf.exp(-0.5 * x32 * x32) *
+                                        _INV_SQRT_2PI)
+  return tf.cast(tf.cast(dy, tf.float32) * d, dy.dtype)
+
+
 def _gelu_for_training(approximate: bool):
   """GELU with a hand-written gradient, computed in float32 whatever the
-  input dtype.
+  input dtype, each direction one XLA-fused pass.
 
   Training needs the activation's input for the gradient, so oneDNN cannot
   fuse GELU into the matmul there, and TensorFlow's autodiff of
   `tf.nn.gelu` costs several element-wise ops, run in bf16 under
-  `mixed_bfloat16` (Eigen's bf16 erfc converts element by element: slower
-  than the float32 kernel and the casts around it). Here the forward keeps
-  Phi(x) (in the input's dtype: the same memory as autodiff keeps) and the
-  backward is dy * (Phi(x) + x phi(x)) in one pass, in bf16 and float32
-  alike (figures: bench/PERFORMANCE.md).
+  `mixed_bfloat16` (Eigen's bf16 erfc converts element by element). Here
+  the forward keeps tanh(u(x)) or Phi(x) (in the input's dtype: the same
+  memory as autodiff keeps), the backward is dy * GELU'(x), and each is one
+  fused loop (`elementwise_region`) instead of about ten kernels (figures:
+  bench/PERFORMANCE.md).
   """
+  forward, backward = ((_gelu_tanh_forward, _gelu_tanh_backward) if approximate
+                       else (_gelu_erf_forward, _gelu_erf_backward))
 
   @tf.custom_gradient
   def fn(x):
-    x32 = tf.cast(x, tf.float32)
-    if approximate:
-      inner = _SQRT_2_OVER_PI * (x32 + 0.044715 * x32 * x32 * x32)
-      t = tf.math.tanh(inner)
-      cdf32 = 0.5 * (1.0 + t)
-      saved = tf.cast(t, x.dtype)
-    else:
-      cdf32 = 0.5 * tf.math.erfc(x32 * -_INV_SQRT_2)
-      saved = tf.cast(cdf32, x.dtype)
-    y = tf.cast(x32 * cdf32, x.dtype)
-
-    def grad(dy):
-      x32 = tf.cast(x, tf.float32)
-      s = tf.cast(saved, tf.float32)
-      if approximate:   # d/dx 0.5x(1 + t) with t = tanh(u(x))
-        du = _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * x32 * x32)
-        d = 0.5 * (1.0 + s) + 0.5 * x32 * (1.0 - s * s) * du
-      else:             # d/dx x Phi(x) = Phi(x) + x phi(x)
-        d = s + x32 * (tf.exp(-0.5 * x32 * x32) * _INV_SQRT_2PI)
-      return dy * tf.cast(d, dy.dtype)
-
-    return y, grad
+    y, saved = forward(x)
+    return y, lambda dy: backward(x, saved, dy)
 
   return fn
 
