@@ -5,6 +5,7 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
+from bert.layers.bert_pack_inputs import PackTemplate
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.serving import host
@@ -38,9 +39,9 @@ class ClassifierServing(ServingModule):
       return None
     labels = None if self.regression else [
         l.decode("utf-8") for l in self.labels.numpy()]
-    return host.classifier_spec(self.tokenizer.lower_case,
+    return host.classifier_spec(PackTemplate.of(self.tokenizer),
                                 self.packer.seq_length, self.buckets,
-                                self.string_inputs, labels), self.tokenizer.vocab
+                                self.string_inputs, labels), self.tokenizer
 
   def _postprocess(self, strings, features, outputs):
     logits = outputs["logits"]                                   # [b, classes]

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert.errors import DataError
+from bert.layers.bert_pack_inputs import PackTemplate
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.serving import host
@@ -65,8 +66,9 @@ class EmbedderServing(ServingModule):
     if (not isinstance(self.tokenizer, BertTokenizer)
         or self.tokenizer.special_tokens):
       return None
-    return host.embedder_spec(self.tokenizer.lower_case, self.packer.seq_length,
-                              self.buckets, self.prompt), self.tokenizer.vocab
+    return host.embedder_spec(PackTemplate.of(self.tokenizer),
+                              self.packer.seq_length, self.buckets,
+                              self.prompt), self.tokenizer
 
   def _postprocess(self, strings, features, outputs):
     return {OUTPUT: tf.cast(outputs[OUTPUT], tf.float32)}

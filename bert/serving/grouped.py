@@ -81,9 +81,10 @@ class GroupedNetwork:
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     mask = inputs["input_mask"]
     full = mask.shape[1]
-    # A single row has no other row to share a shape with: its exact length.
-    step = 1 if mask.shape[0] == 1 else self._granularity
-    groups = plan_groups(mask.sum(-1), step, self._invoke_cost)
+    if mask.shape[0] == 1:
+      # A single row has no other row to share a shape with: its exact length.
+      return self._run(inputs, slice(None), min(full, max(1, int(mask.sum()))))
+    groups = plan_groups(mask.sum(-1), self._granularity, self._invoke_cost)
     groups = [(rows, min(full, length)) for rows, length in groups]
     if len(groups) == 1:
       return self._run(inputs, slice(None), groups[0][1])

@@ -38,7 +38,8 @@ class ServingError(UserError, ValueError):
 
 
 class StagedServing:
-  """preprocess (TF) -> network (any runtime) -> postprocess (TF).
+  """preprocess (TF) -> network (any runtime) -> postprocess (TF), or
+  for small batches the host's preprocess and postprocess (NumPy).
 
   `network` takes and returns dicts of NumPy arrays (TFLite) or tensors.
   """
@@ -57,10 +58,14 @@ class StagedServing:
     self._host = host
 
   def __call__(self, **strings) -> Dict[str, tf.Tensor]:
-    strings = _string_inputs(strings, self.string_inputs)
+    # Small batches of the caller's own lists go to the host stages before
+    # any conversion to tensors.
     texts = self._host.accepts(strings) if self._host is not None else None
     if texts is not None:
-      return self._host.postprocess(self._network(**self._host.preprocess(texts)))
+      features = self._host.preprocess(texts)
+      return self._host.postprocess(features, self._network(
+          **{k: features[k] for k in ENCODER_INPUTS}))
+    strings = _string_inputs(strings, self.string_inputs)
     features = self._preprocess(**strings)
     inputs = {k: features[k] for k in ENCODER_INPUTS}
     empty = inputs["input_word_ids"].shape[0] == 0
@@ -192,12 +197,15 @@ def _host(path: str, manifest: Dict) -> Optional[HostStages]:
   """The Python stages of small batches (`bert.serving.host`), where the
   export has them."""
   spec = manifest.get("host")
-  if spec is None:
+  # An export written before the host tokenizer took the graph's
+  # normalisation table: its small batches run the graphs.
+  if not isinstance(spec, dict) or "normalization" not in spec:
     return None
   extra = os.path.join(path, "assets.extra")
   manifest_path = os.path.join(path, MANIFEST)
   try:
-    named_path(extra, spec.get("vocab"), ServingError, manifest_path)
+    for name in ("vocab", "normalization"):
+      named_path(extra, spec.get(name), ServingError, manifest_path)
     return HostStages(spec, extra)
   except (OSError, ValueError, KeyError, TypeError) as e:
     raise ServingError(f"{manifest_path}: host: {first_line(e)}") from None

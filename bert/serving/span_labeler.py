@@ -8,8 +8,9 @@ import tensorflow as tf
 from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
 from bert.layers.bert_pack_inputs import PackTemplate
+from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
-from bert.serving import squad_windows
+from bert.serving import host, squad_windows
 from bert.serving.stages import ServingModule, cut_to_bucket
 
 # The window bookkeeping preprocess hands to postprocess.
@@ -56,6 +57,15 @@ class SpanServing(ServingModule):
     features["piece_start"] = c_start.to_tensor(0)                   # [q, m]
     features["piece_end"] = c_end.to_tensor(0)
     return features
+
+  def host(self):
+    """Small batches in Python (`bert.serving.host`) where the tokenizer is
+    BERT's WordPiece with no whole-matched special tokens."""
+    if (not isinstance(self.tokenizer, BertTokenizer)
+        or self.tokenizer.special_tokens):
+      return None
+    return host.span_labeler_spec(self.template, self.squad,
+                                  self.buckets), self.tokenizer
 
   def _postprocess(self, strings, features, outputs):
     context = strings["context"]

@@ -107,8 +107,9 @@ class ServingModule(tf.Module):
                 postprocess=self.postprocess.get_concrete_function())
 
   def host(self):
-    """(the manifest's `host` entry, the vocabulary's tokens) of an export
-    whose small batches can run in Python (`bert.serving.host`), or None."""
+    """(the manifest's `host` entry, the `BertTokenizer` whose files
+    `bert.serving.host.write_files` writes) of an export whose small batches
+    can run in Python (`bert.serving.host`), or None."""
     return None
 
   def _network(self, inputs):

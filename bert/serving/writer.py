@@ -266,7 +266,7 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
       openvino_runtime.save(chosen.converted,
                             os.path.join(extra, manifest["network"]))
     if hosted is not None:
-      host.write_vocab(hosted[1], extra)
+      host.write_files(hosted[1], extra)
     with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
       json.dump(manifest, f, indent=2)
   return manifest
