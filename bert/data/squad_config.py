@@ -40,11 +40,17 @@ class SquadConfig:
     for name, value in check_fields(owner, **dataclasses.asdict(self)).items():
       object.__setattr__(self, name, value)
     # The window check: every question leaves room for one context piece.
-    if self.max_query_length + 3 >= self.seq_length:
+    self.check_room(3)
+
+  def check_room(self, special_tokens: int) -> None:
+    """A ConfigError unless a question of `max_query_length` pieces and a
+    row's `special_tokens` (BERT 3, RoBERTa 4: `PackTemplate.special_count(2)`)
+    leave room for a context piece."""
+    if self.max_query_length + special_tokens >= self.seq_length:
       raise ConfigError(
-          f"{owner}.max_query_length={self.max_query_length} leaves no room "
-          f"for the context in seq_length={self.seq_length} (query + context "
-          "+ 3 special tokens)")
+          f"{type(self).__name__}.max_query_length={self.max_query_length} "
+          f"leaves no room for the context in seq_length={self.seq_length} "
+          f"(query + context + {special_tokens} special tokens)")
 
   def replace(self, **settings) -> "SquadConfig":
     """This config with some fields changed (and checked again)."""

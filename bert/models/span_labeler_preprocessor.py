@@ -44,6 +44,8 @@ class SpanLabelerPreprocessor(BertPreprocessor):
     squad = (squad or SquadConfig()).replace(**settings)
     super().__init__(vocabulary, lower_case, squad.seq_length,
                      length_buckets, **kwargs)
+    # RoBERTa's rows have one special token more than BERT's.
+    squad.check_room(self.tokenizer.template.special_count(2))
     self.squad = squad
 
   def check(self, x, y=None, num_classes=None):

@@ -142,6 +142,8 @@ class HostStages:
     labels = spec.get("labels")
     self._labels = None if labels is None else np.array(
         [l.encode("utf-8") for l in labels], dtype=object)
+    self._label_tensors = [tf.constant([l], tf.string)
+                           for l in (labels or ())]
 
   def accepts(self, strings: Mapping) -> Optional[Dict[str, List[str]]]:
     """The batch's texts (name -> list of str) when it runs here: the
@@ -212,9 +214,12 @@ class HostStages:
       return dict(score=tf.constant(logits[:, 0]))
     shifted = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities = shifted / shifted.sum(-1, keepdims=True)
-    label = self._labels[np.argmax(probabilities, -1)]
-    return dict(probabilities=tf.constant(probabilities),
-                label=tf.constant(label.astype(bytes), tf.string))
+    best = np.argmax(probabilities, -1)
+    if len(best) == 1:     # one request: its label's tensor, made once
+      label = self._label_tensors[best[0]]
+    else:
+      label = tf.constant(self._labels[best].astype(bytes), tf.string)
+    return dict(probabilities=tf.constant(probabilities), label=label)
 
   def _answers(self, features: Mapping, outputs: Mapping[str, np.ndarray]
                ) -> Dict[str, tf.Tensor]:

@@ -37,6 +37,7 @@ class SpanServing(ServingModule):
     self.tokenizer, _ = tokenizer_and_packer(vocab, lower_case,
                                              squad.seq_length)
     self.template = PackTemplate.of(self.tokenizer)
+    squad.check_room(self.template.special_count(2))
     self.squad = squad
     super().__init__(model, buckets, name="span_labeler_serving")
 

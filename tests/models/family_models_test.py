@@ -12,6 +12,7 @@ import tf_keras
 from bert.data import classification_data as cd
 from bert.data import ner_data
 from bert.data.squad_examples import read_squad
+from bert.validation import ConfigError
 from bert.models import (BertClassifier, BertMultipleChoice, BertSpanLabeler,
                          BertTextEmbedder, BertTokenClassifier)
 from conftest import shared_data
@@ -123,6 +124,15 @@ def test_span_labeler(name, folders, tmp_path):
   served = tf.saved_model.load(str(tmp_path / "served")).signatures[
       "serving_default"](question=tf.constant(x[0]), context=tf.constant(x[1]))
   assert [a.decode() for a in served["answer"].numpy()] == list(got["answers"])
+
+
+def test_a_question_that_leaves_roberta_no_room_is_one_config_error(folders):
+  # BERT's 3 special tokens leave one piece for the context; RoBERTa's 4 none.
+  with pytest.raises(ConfigError, match=r"max_query_length=60 leaves no room "
+                     r"for the context in seq_length=64 .*4 special tokens"):
+    BertSpanLabeler.from_pretrained(
+        folders("roberta"), preprocessor_args=dict(max_query_length=60),
+        seq_length=64)
 
 
 @pytest.mark.parametrize("name", families("multiple_choice"))
