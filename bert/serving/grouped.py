@@ -65,7 +65,8 @@ class GroupedNetwork:
 
   Subclasses implement `_run(inputs, rows, length)` -> dict of NumPy
   outputs, and say which outputs have a sequence axis
-  (`self._sequence_outputs`: name -> bool).
+  (`self._sequence_outputs`: name -> bool); they may run a single row
+  their own way (`_run_single`).
   """
 
   def __init__(self, granularity: int, invoke_cost: float):
@@ -77,13 +78,18 @@ class GroupedNetwork:
            ) -> Dict[str, np.ndarray]:
     raise NotImplementedError
 
+  def _run_single(self, inputs: Mapping[str, np.ndarray], length: int
+                  ) -> Dict[str, np.ndarray]:
+    """One row of `length` tokens: it has no other row to share a shape
+    with, so by default its exact length."""
+    return self._run(inputs, slice(None), length)
+
   def __call__(self, **inputs: np.ndarray) -> Dict[str, np.ndarray]:
     inputs = {k: np.asarray(v) for k, v in inputs.items()}
     mask = inputs["input_mask"]
     full = mask.shape[1]
     if mask.shape[0] == 1:
-      # A single row has no other row to share a shape with: its exact length.
-      return self._run(inputs, slice(None), min(full, max(1, int(mask.sum()))))
+      return self._run_single(inputs, min(full, max(1, int(mask.sum()))))
     groups = plan_groups(mask.sum(-1), self._granularity, self._invoke_cost)
     groups = [(rows, min(full, length)) for rows, length in groups]
     if len(groups) == 1:

@@ -131,6 +131,11 @@ def read_manifest(path: str) -> Dict:
       or len(set(inputs)) != len(inputs)):
     raise ServingError(f"{manifest_path}: string_inputs must be a list of "
                        f"distinct input names, found {inputs!r}")
+  buckets = manifest.get("buckets", [])
+  if not isinstance(buckets, list) or not all(
+      isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in buckets):
+    raise ServingError(f"{manifest_path}: buckets must be a list of positive "
+                       f"lengths, found {buckets!r}")
   if manifest["runtime"] in ("tflite", "openvino"):
     network = named_path(os.path.join(path, "assets.extra"),
                          manifest.get("network"), ServingError, manifest_path)
@@ -235,7 +240,8 @@ def _network(path: str, manifest: Dict, num_threads: Optional[int]):
   with open(network_path, "rb") as f:
     blob = f.read()
   try:
-    return tflite.TFLiteNetwork(blob, num_threads=num_threads)
+    return tflite.TFLiteNetwork(blob, num_threads=num_threads,
+                                single_row_lengths=manifest.get("buckets", ()))
   except (ValueError, RuntimeError, KeyError) as e:
     raise ServingError(f"{network_path}: not a TFLite network this export "
                        f"can run ({first_line(e)})") from None

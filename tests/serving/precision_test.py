@@ -319,14 +319,27 @@ def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
     assert np.abs(cut[real] - ref[:, :16][real]).max() <= 0.05
   else:
     assert np.abs(cut - whole).max() <= 1e-5 and np.abs(cut - ref).max() <= 0.05
-  # A single row runs at its exact length.
-  one = tflite.TFLiteNetwork(blob, num_threads=2)(
-      **{k: v[:1] for k, v in inputs.items()})["logits"]
+  # A single row runs at its exact length; a short one, given lengths of its
+  # own, at the smallest that holds it, on an interpreter kept at that shape.
+  single = {k: v[:1] for k, v in inputs.items()}
+  one = tflite.TFLiteNetwork(blob, num_threads=2)(**single)["logits"]
+  pooled_network = tflite.TFLiteNetwork(blob, num_threads=2,
+                                        single_row_lengths=(8, 32, 64, 96))
+  pooled = pooled_network(**single)["logits"]
+  assert sorted(pooled_network._single_runners) == [32]  # pylint: disable=protected-access
   if kind == "tagger":
-    assert one.shape == (1, 11, 3)
+    assert one.shape == (1, 11, 3) and pooled.shape == (1, 32, 3)
     assert np.abs(one[0] - whole[0, :11]).max() <= 1e-5
+    assert np.abs(pooled[0, :11] - whole[0, :11]).max() <= 1e-5
   else:
     assert np.abs(one - whole[:1]).max() <= 1e-5
+    assert np.abs(pooled - whole[:1]).max() <= 1e-5
+  # Lengths over SINGLE_ROW_MAX get none; a row longer than every length
+  # runs on the shared interpreter.
+  assert pooled_network._single_lengths == [8, 32, 64]  # pylint: disable=protected-access
+  short = tflite.TFLiteNetwork(blob, num_threads=2, single_row_lengths=(8, 32))
+  short(**padded_inputs([40]))
+  assert not short._single_runners  # pylint: disable=protected-access
 
   # Several groups, each at its own length, equal one group on real tokens.
   lengths = np.array([60, 5, 3, 41, 9, 17, 64, 2])

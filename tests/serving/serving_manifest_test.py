@@ -48,6 +48,8 @@ def test_serving_manifest_naming_a_network_outside(tmp_path, network):
      "string_inputs must be"),
     (dict(precision="fp32", string_inputs=["question"]),
      "are not the SavedModel's inputs"),
+    (dict(precision="fp32", buckets=[32, "64"]), "buckets must be a list"),
+    (dict(precision="fp32", buckets=[0]), "positive lengths, found [0]"),
 ])
 def test_serving_manifest_fields_are_checked(tmp_path, manifest, fragment):
   path = tmp_path / "export"
