@@ -74,7 +74,7 @@ class TFLiteNetwork(GroupedNetwork):
   of `single_row_lengths` (the export's length buckets) that holds it, on an
   interpreter of its own that stays at that shape: a request then pays no
   resize and re-planning, which cost more than the padding (SST-2 dev one
-  at a time: bench/SERVING_RUNS.md run 6). That is at most one more copy of
+  at a time: bench/SERVING_RUNS.md run 7). That is at most one more copy of
   the packed weights per such length; longer rows, whose compute dwarfs the
   re-planning, run on the shared interpreter at their exact length.
   """
