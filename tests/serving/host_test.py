@@ -127,6 +127,20 @@ def test_the_host_files_are_the_models(tmp_path):
     np.testing.assert_array_equal(data["table"], tokenizer.codepoint_table)
 
 
+def served_both_ways(path, monkeypatch):
+  """An export served with its host stages and without them (the graphs),
+  and the list the texts the host preprocesses go to."""
+  serve = export.load_serving(path, num_threads=2)
+  graph = export.load_serving(path, num_threads=2)
+  staged = getattr(graph, "_serve", graph)    # an embedder wraps its stages
+  staged._host = None                # pylint: disable=protected-access
+  calls = []
+  real = host.HostStages.preprocess
+  monkeypatch.setattr(host.HostStages, "preprocess",
+                      lambda self, texts: calls.append(texts) or real(self, texts))
+  return serve, graph, calls
+
+
 @pytest.mark.heavy
 def test_small_batches_run_in_python_and_answer_as_the_graphs(tmp_path,
                                                               monkeypatch):
@@ -136,13 +150,7 @@ def test_small_batches_run_in_python_and_answer_as_the_graphs(tmp_path,
       pairs=False, precision="int8", length_buckets=(16, 32, 64))
   assert manifest["host"]["vocab"] == host.VOCAB_FILE
   assert (tmp_path / "int8" / "assets.extra" / host.VOCAB_FILE).is_file()
-  serve = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph._host = None                 # pylint: disable=protected-access
-  calls = []
-  real = host.HostStages.preprocess
-  monkeypatch.setattr(host.HostStages, "preprocess",
-                      lambda self, texts: calls.append(texts) or real(self, texts))
+  serve, graph, calls = served_both_ways(str(tmp_path / "int8"), monkeypatch)
   texts = sst2_texts(40)
   for size in (1, 2, host.MAX_ROWS):
     for start in range(0, 16, size):
@@ -223,13 +231,7 @@ def test_an_embedders_small_batches_run_in_python_with_its_prompt(tmp_path,
                                                    "self", max_drop=100))
   assert manifest["host"]["kind"] == "embedder"
   assert manifest["host"]["prompt"] == "query: "
-  serve = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph._serve._host = None          # pylint: disable=protected-access
-  calls = []
-  real = host.HostStages.preprocess
-  monkeypatch.setattr(host.HostStages, "preprocess",
-                      lambda self, texts: calls.append(texts) or real(self, texts))
+  serve, graph, calls = served_both_ways(str(tmp_path / "int8"), monkeypatch)
   for size in (1, 3, host.MAX_ROWS):
     batch = texts[:size]
     got = serve(text=batch)["embeddings"].numpy()
@@ -258,13 +260,7 @@ def test_a_span_labelers_small_batches_run_in_python_and_answer_as_the_graphs(
       model, str(tmp_path / "int8"), vocab(), True, squad, precision="int8",
       length_buckets=(32, 64))
   assert manifest["host"]["kind"] == "span_labeler"
-  serve = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph = export.load_serving(str(tmp_path / "int8"), num_threads=2)
-  graph._host = None                 # pylint: disable=protected-access
-  calls = []
-  real = host.HostStages.preprocess
-  monkeypatch.setattr(host.HostStages, "preprocess",
-                      lambda self, texts: calls.append(texts) or real(self, texts))
+  serve, graph, calls = served_both_ways(str(tmp_path / "int8"), monkeypatch)
   examples = squad_json.read_squad(shared_data("squad", "dev-v1.1.json"))
   # Non-ASCII contexts (the first article's) and ASCII ones.
   examples = examples[:12] + [e for e in examples[:1500]
