@@ -31,6 +31,7 @@ from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
 from bert.layers.bert_pack_inputs import PackTemplate
 from bert.serving import host_squad
+from bert.serving.host_squad import WINDOW_KEYS
 from bert.serving.host_tokenizer import HostWordPiece
 
 # The largest batch run here: beyond it the graphs' fixed cost is shared by
@@ -39,9 +40,6 @@ MAX_ROWS = 8
 VOCAB_FILE = "host_vocab.json"
 TABLE_FILE = "host_normalization.npz"
 KINDS = ("classifier", "embedder", "span_labeler")
-# The span labeler's window bookkeeping, from preprocess to postprocess.
-_WINDOW_KEYS = ("window_question", "window_offset", "window_start",
-                "window_length", "max_context")
 
 
 def _spec(kind: str, template: PackTemplate, seq_length: int,
@@ -195,7 +193,7 @@ class HostStages:
         t.separators_between_segments, t.segment_type_ids)
     width = self._bucket(int(windows["input_mask"].sum(1).max()))
     features = {k: windows[k][:, :width] for k in ENCODER_INPUTS}
-    features.update({k: windows[k] for k in _WINDOW_KEYS})
+    features.update({k: windows[k] for k in WINDOW_KEYS})
     features.update(piece_start=[p[1] for p in pieces],
                     piece_end=[p[2] for p in pieces],
                     context=[c.encode("utf-8") for c in contexts])
@@ -227,7 +225,7 @@ class HostStages:
     spans = host_squad.best_spans(
         np.asarray(outputs["start_logits"], np.float32),
         np.asarray(outputs["end_logits"], np.float32),
-        {k: features[k] for k in _WINDOW_KEYS}, len(contexts), self._squad)
+        {k: features[k] for k in WINDOW_KEYS}, len(contexts), self._squad)
     start, end = host_squad.answer_byte_offsets(
         spans, features["piece_start"], features["piece_end"])
     answer = [c[s:e] for c, s, e in zip(contexts, start, end)]

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 # The logit of a position past a window's tokens (`squad_eval.PAD_LOGIT`,
 # `squad_windows.LOGIT_PAD_VALUE`), as the graph uses it: float32.
 LOGIT_PAD_VALUE = -1e4
+# What `window_inputs` returns beside the encoder inputs: the windows'
+# bookkeeping that `best_spans` reads (here and in the graph).
+WINDOW_KEYS = ("window_question", "window_offset", "window_start",
+               "window_length", "max_context")
 _PAD = np.float32(LOGIT_PAD_VALUE)
 
 

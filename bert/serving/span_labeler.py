@@ -11,11 +11,8 @@ from bert.layers.bert_pack_inputs import PackTemplate
 from bert.layers.bert_tokenizer import BertTokenizer
 from bert.layers.tokenizer_and_packer import tokenizer_and_packer
 from bert.serving import host, squad_windows
+from bert.serving.host_squad import WINDOW_KEYS
 from bert.serving.stages import ServingModule, cut_to_bucket
-
-# The window bookkeeping preprocess hands to postprocess.
-_WINDOW_KEYS = ("window_question", "window_offset", "window_start",
-                "window_length", "max_context")
 
 
 class SpanServing(ServingModule):
@@ -52,7 +49,7 @@ class SpanServing(ServingModule):
         t.segment_type_ids)
     features = cut_to_bucket({k: windows[k] for k in ENCODER_INPUTS},
                              self.buckets)                           # [w, L]
-    features.update({k: windows[k] for k in _WINDOW_KEYS})
+    features.update({k: windows[k] for k in WINDOW_KEYS})
     # Byte offsets of the context pieces, dense for the signature.
     features["context_pieces"] = tf.cast(context.row_lengths(), tf.int32)
     features["piece_start"] = c_start.to_tensor(0)                   # [q, m]
@@ -72,7 +69,7 @@ class SpanServing(ServingModule):
     context = strings["context"]
     spans = squad_windows.best_spans(
         outputs["start_logits"], outputs["end_logits"],
-        {k: features[k] for k in _WINDOW_KEYS}, tf.shape(context)[0],
+        {k: features[k] for k in WINDOW_KEYS}, tf.shape(context)[0],
         self.squad)
     lengths = features["context_pieces"]
     start, end = squad_windows.answer_byte_offsets(
