@@ -93,6 +93,31 @@ class FusedSelfAttention(tf_keras.layers.Layer):
 
   def call(self, x, attention_mask=None, training=None,
            return_attention_probs=False, query_positions=None):
+    context = self.attend(x, attention_mask, training=training,
+                          return_attention_probs=return_attention_probs,
+                          query_positions=query_positions)
+    if return_attention_probs:
+      context, probs = context
+    queries = (tf.shape(x) if query_positions is None
+               else tf.shape(query_positions))
+    output = tf.reshape(self.output_dense(context),
+                        [queries[0], queries[1], self.hidden_size])
+    if return_attention_probs:
+      return output, probs
+    return output
+
+  def attend(self, x, attention_mask=None, training=None,
+             return_attention_probs=False, query_positions=None):
+    """Every head's output, concatenated: [batch * seq(query), hidden], the
+    input of `output_dense` (and the probabilities with
+    `return_attention_probs=True`).
+
+    Without `query_positions` its shape is `tf.shape(tf.reshape(x, [-1,
+    hidden]))`: grappler then knows the projection's output has the rows of
+    the layer's own input, so an encoder block that adds its residual to
+    `output_dense(attend(x))` in 2-D gets the add inside the matmul kernel
+    (oneDNN's sum post-op) instead of a separate pass.
+    """
     if query_positions is None:
       # [batch, seq, 3 * hidden] -> 3 x [batch, heads, seq, head_size].
       # Unstacked: the gradient is one stack, where indexing's gradients
@@ -102,11 +127,14 @@ class FusedSelfAttention(tf_keras.layers.Layer):
       # oneDNN fuses with its bias add (a 3-D Dense is reshape, matmul,
       # reshape, bias add, unfused).
       shape = tf.shape(x)
-      qkv = self.qkv(tf.reshape(x, [-1, self.hidden_size]))
+      rows = tf.reshape(x, [-1, self.hidden_size])          # [batch * seq, hidden]
+      qkv = self.qkv(rows)
       query, key, value = tf.unstack(
           self._split_heads(qkv, 3, shape[0], shape[1]), num=3)
+      rows_shape = tf.shape(rows)
     else:
       query, key, value = self._queried_qkv(x, query_positions)
+      rows_shape = [-1, self.hidden_size]
     # Scaling the query ([.., seq, head_size]) is cheaper than scaling the
     # logits ([.., seq, seq]).
     query = query * tf.cast(1.0 / math.sqrt(self.head_size), query.dtype)
@@ -126,16 +154,12 @@ class FusedSelfAttention(tf_keras.layers.Layer):
       logits += (1.0 - mask) * large_negative(softmax_dtype)
     probs = tf.cast(tf.nn.softmax(logits, axis=-1), self.compute_dtype)
     dropped = self.attention_dropout(probs, training=training)
-    # [batch, heads, seq(query), head_size] -> [batch, seq(query), hidden]
-    context = tf.matmul(dropped, value)
-    context = tf.transpose(context, [0, 2, 1, 3])
-    shape = tf.shape(context)
-    context = tf.reshape(context, [-1, self.hidden_size])   # [batch * seq, hidden]
-    output = tf.reshape(self.output_dense(context),
-                        [shape[0], shape[1], self.hidden_size])
+    # [batch, heads, seq(query), head_size] -> [batch * seq(query), hidden]
+    context = tf.transpose(tf.matmul(dropped, value), [0, 2, 1, 3])
+    context = tf.reshape(context, rows_shape)
     if return_attention_probs:
-      return output, probs
-    return output
+      return context, probs
+    return context
 
   def get_config(self):
     config = super().get_config()

@@ -67,7 +67,7 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     self.attention_layer_norm = LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="attention_layer_norm")
-    build_sublayer(self.attention_layer_norm, [None, None, hidden])
+    build_sublayer(self.attention_layer_norm, [None, hidden])   # on rows
     # The activation inside the Dense, on 2-D inputs (see `call`): oneDNN
     # fuses matmul, bias add and GELU into one kernel for inference (not
     # with the GELU applied after the layer: grappler then no longer matches
@@ -76,14 +76,14 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
         self.intermediate_size, activation=self._intermediate_activation,
         kernel_initializer=initializer(self.initializer_range),
         name="intermediate")
-    build_sublayer(self.intermediate_dense, [None, None, hidden])
+    build_sublayer(self.intermediate_dense, [None, hidden])
     self.output_dense = tf_keras.layers.Dense(
         hidden, kernel_initializer=initializer(self.initializer_range), name="output")
-    build_sublayer(self.output_dense, [None, None, self.intermediate_size])
+    build_sublayer(self.output_dense, [None, self.intermediate_size])
     self.output_layer_norm = LayerNormalization(
         epsilon=self.layer_norm_epsilon, dtype="float32",
         name="output_layer_norm")
-    build_sublayer(self.output_layer_norm, [None, None, hidden])
+    build_sublayer(self.output_layer_norm, [None, hidden])
     self.hidden_dropout = Dropout(self.hidden_dropout_rate)
     super().build(input_shape)
 
@@ -99,9 +99,17 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
 
   def call(self, x, attention_mask=None, training=None,
            return_attention_probs=False, output_positions=None):
+    # The residual stream runs as rows, [batch * seq, hidden]: each residual
+    # add then takes the output of a projection's bias add directly, with
+    # the same (symbolic) shape, and TensorFlow's oneDNN remapper folds the
+    # add into that matmul kernel (a sum post-op) for inference.
+    hidden = x.shape[-1]
+    shape = tf.shape(x)                                     # [batch, seq, hidden]
+    rows = tf.reshape(x, [-1, hidden])                      # [batch * seq, hidden]
     # --- self-attention sub-layer
-    attention_input = (self._norm(self.attention_layer_norm, x)
-                       if self.norm_first else x)
+    attention_input = (
+        tf.reshape(self._norm(self.attention_layer_norm, rows), shape)
+        if self.norm_first else x)
     if output_positions is not None:
       if attention_mask is not None:
         attention_mask = tf.convert_to_tensor(attention_mask)
@@ -110,33 +118,35 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
           attention_mask = tf.gather(attention_mask, output_positions,
                                      batch_dims=1)
       x = tf.gather(x, output_positions, batch_dims=1)      # [batch, k, hidden]
-    attention_output = self.attention(
+      shape = tf.shape(x)
+      rows = tf.reshape(x, [-1, hidden])                    # [batch * k, hidden]
+    context = self.attention.attend(
         attention_input, attention_mask=attention_mask, training=training,
         return_attention_probs=return_attention_probs,
         query_positions=output_positions)
     if return_attention_probs:
-      attention_output, probs = attention_output
-    attention_output = self.hidden_dropout(attention_output, training=training)
+      context, probs = context
+    attention_output = self.hidden_dropout(
+        self.attention.output_dense(context), training=training)
     if self.norm_first:
-      x = x + attention_output
+      rows = rows + attention_output
     else:
-      x = self._norm(self.attention_layer_norm, x + attention_output)
+      rows = self._norm(self.attention_layer_norm, rows + attention_output)
 
-    # --- feed-forward sub-layer: [batch, seq, intermediate] -> [.., hidden]
-    ffn_input = self._norm(self.output_layer_norm, x) if self.norm_first else x
-    shape = tf.shape(ffn_input)
-    hidden = ffn_input.shape[-1]
+    # --- feed-forward sub-layer: [batch * seq, intermediate] -> [.., hidden]
+    ffn_input = (self._norm(self.output_layer_norm, rows) if self.norm_first
+                 else rows)
     self._training_step = training is True
-    try:                                          # [batch * seq, intermediate]
-      inner = self.intermediate_dense(tf.reshape(ffn_input, [-1, hidden]))
+    try:
+      inner = self.intermediate_dense(ffn_input)
     finally:
       self._training_step = False
-    ffn_output = tf.reshape(self.output_dense(inner), shape)  # [batch, seq, hidden]
-    ffn_output = self.hidden_dropout(ffn_output, training=training)
+    ffn_output = self.hidden_dropout(self.output_dense(inner), training=training)
     if self.norm_first:
-      output = x + ffn_output
+      rows = rows + ffn_output
     else:
-      output = self._norm(self.output_layer_norm, x + ffn_output)
+      rows = self._norm(self.output_layer_norm, rows + ffn_output)
+    output = tf.reshape(rows, shape)                        # [batch, seq, hidden]
     if return_attention_probs:
       return output, probs
     return output

@@ -188,6 +188,56 @@ def test_block_output_positions_are_those_rows_of_the_full_output(norm_first):
   assert max_abs_diff(out[:, 1], full[:, 1]) > 1e-3
 
 
+def _runtime_kernels(fn, *args):
+  """(op type, fused ops) of the kernels TensorFlow ran for `fn(*args)`: the
+  graph after grappler's remapper and the oneDNN layout pass."""
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  ctx = context.context()
+  ctx.enable_run_metadata()
+  try:
+    fn(*args)
+    metadata = ctx.export_run_metadata()
+  finally:
+    ctx.disable_run_metadata()
+  return [(node.op, [op.decode() for op in node.attr["fused_ops"].list.s])
+          for graph in metadata.function_graphs
+          for partition in graph.partition_graphs for node in partition.node]
+
+
+@pytest.mark.parametrize("policy", ["fp32", "bf16"])
+def test_block_residual_adds_run_inside_the_projections(policy):
+  """Served (frozen, unknown batch and length), each residual add of a block
+  is folded into its projection's oneDNN matmul (a sum post-op), not a
+  separate pass over [batch * seq, hidden]."""
+  from tensorflow.python.framework import convert_to_constants  # pylint: disable=g-import-not-at-top
+  from bert import precision  # pylint: disable=g-import-not-at-top
+  if not precision.onednn_enabled():
+    pytest.skip("the fusion is TensorFlow's oneDNN remapper's")
+  with precision.policy_scope(policy):
+    block = layers.TransformerEncoderBlock(num_attention_heads=2,
+                                           intermediate_size=32)
+    block.build([None, None, 16])
+  randomise(block, seed=7)       # a zero bias would be folded away
+  dtype = block.compute_dtype
+  def frozen(fn):
+    return convert_to_constants.convert_variables_to_constants_v2(
+        tf.function(fn, input_signature=[
+            tf.TensorSpec([None, None, 16], dtype)]).get_concrete_function())
+  x = tf.cast(np.random.RandomState(8).randn(2, 5, 16), dtype)
+  kernels = _runtime_kernels(frozen(lambda a: block(a, training=False)), x)
+  matmuls = [fused for op, fused in kernels if op == "_MklNativeFusedMatMul"]
+  assert sorted(matmuls).count(["BiasAdd", "Add"]) == 2, matmuls
+  # Negative control: the projection reshaped to [batch, seq, hidden] before
+  # the residual add (as a block written in 3-D does) runs the add alone.
+  def three_d(a):
+    rows = tf.reshape(a, [-1, 16])
+    return tf.reshape(block.attention.output_dense(rows), tf.shape(a)) + a
+  kernels = _runtime_kernels(frozen(three_d), x)
+  assert ("AddV2", []) in kernels
+  assert ["BiasAdd", "Add"] not in [f for op, f in kernels
+                                    if op == "_MklNativeFusedMatMul"]
+
+
 def test_embedding_matches_numpy_and_positions():
   emb = layers.BertEmbedding(vocab_size=20, hidden_size=8,
                              max_position_embeddings=10, dropout_rate=0.0)
