@@ -1,6 +1,7 @@
 """Where bf16 inference time goes: our encoder in TensorFlow (the TF
 profiler's self time per op type, `mixed_bfloat16` through oneDNN) beside
-OpenVINO on the same weights (its per-node counters; its default precision),
+OpenVINO on the same weights (its per-node counters; its default precision)
+and on the Hugging Face model `bench.run` compares with,
 batch 8, seq 128, 2 threads. `served`: our network as a bf16 serving export
 runs it (`bert.serving.frozen`: bf16 weights frozen into the graph).
 
@@ -77,3 +78,30 @@ tot = sum(by.values())
 print(f"OpenVINO ({compiled.get_property('INFERENCE_PRECISION_HINT').to_string()}): {ov_wall*1000:.1f} ms per forward ({8/ov_wall:.1f} seq/s); node time {tot/1000:.1f} ms")
 for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
   print(f"  {k:28s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
+
+# OpenVINO on the Hugging Face model, converted from PyTorch: the peer `bench.run`
+# compares with (bench/_openvino_worker.py). Its graph has a ScaledDotProductAttention
+# op, which the CPU plugin runs as one Subgraph.
+import torch, transformers
+from bench._torch_worker import _config
+example = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask),
+           "token_type_ids": torch.tensor(types)}
+hf = transformers.BertModel(_config({"model": model})).eval()
+with torch.no_grad():
+  converted = ov.convert_model(hf, example_input=example)
+compiled = core.compile_model(converted, "CPU",
+                              {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES"})
+req = compiled.create_infer_request()
+feed = {k: v.numpy() for k, v in example.items()}
+for _ in range(3): req.infer(feed)
+t = time.perf_counter()
+for _ in range(n): req.infer(feed)
+hf_wall = (time.perf_counter() - t) / n
+by = {}
+for info in req.get_profiling_info():
+  key = f"{info.node_type} ({info.exec_type})"
+  by[key] = by.get(key, 0.0) + info.real_time.total_seconds() * 1e6
+tot = sum(by.values())
+print(f"OpenVINO on the Hugging Face model: {hf_wall*1000:.1f} ms per forward ({8/hf_wall:.1f} seq/s); node time {tot/1000:.1f} ms")
+for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
+  print(f"  {k:44s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
