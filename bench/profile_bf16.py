@@ -51,8 +51,32 @@ print(f"{model} bf16{' served' if served else ''} b8 s128: {wall*1000:.1f} ms pe
 for k, v in sorted(by_type.items(), key=lambda kv: -kv[1])[:15]:
   print(f"  {k:28s} {100*v/total:5.1f}%  {v/5/1000:7.2f} ms")
 
+def profile_openvino(label, converted, feed_of):
+  """Wall time and OpenVINO's per-node counters (node type and kernel) of
+  `converted` at its default precision; `feed_of(compiled)` gives its inputs."""
+  compiled = core.compile_model(converted, "CPU", {"INFERENCE_NUM_THREADS": 2,
+                                                   "PERFORMANCE_HINT": "LATENCY",
+                                                   "PERF_COUNT": "YES"})
+  req = compiled.create_infer_request()
+  feed = feed_of(compiled)
+  for _ in range(3): req.infer(feed)
+  t = time.perf_counter()
+  for _ in range(n): req.infer(feed)
+  wall = (time.perf_counter() - t) / n
+  by = {}
+  for info in req.get_profiling_info():
+    key = f"{info.node_type} ({info.exec_type})"
+    by[key] = by.get(key, 0.0) + info.real_time.total_seconds() * 1e6
+  tot = sum(by.values())
+  precision = compiled.get_property("INFERENCE_PRECISION_HINT").to_string()
+  print(f"OpenVINO ({precision}) on {label}: {wall*1000:.1f} ms per forward ({8/wall:.1f} seq/s); node time {tot/1000:.1f} ms")
+  for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
+    print(f"  {k:44s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
+
+
 # OpenVINO on the same encoder (its fp32 graph; OpenVINO computes in bf16 by default here).
 import openvino as ov
+core = ov.Core()
 with policy_scope("fp32"):
   enc32 = bert.BertEncoder(cfg)
 enc32(x); enc32.set_weights(enc.get_weights())
@@ -60,24 +84,9 @@ enc32(x); enc32.set_weights(enc.get_weights())
 def g(inp):
   o = enc32(inp, training=False)
   return {"pooled_output": o["pooled_output"], "sequence_output": o["sequence_output"]}
-core = ov.Core()
-compiled = core.compile_model(ov.convert_model(g.get_concrete_function()), "CPU",
-                              {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES"})
-req = compiled.create_infer_request()
-feed = {p.get_any_name(): x[next(k for k in x if k in p.get_any_name())].numpy() for p in compiled.inputs}
-for _ in range(3): req.infer(feed)
-t = time.perf_counter()
-for _ in range(n): req.infer(feed)
-ov_wall = (time.perf_counter() - t) / n
-by = {}
-for info in req.get_profiling_info():
-  us = info.real_time.total_seconds() * 1e6
-  key = f"{info.node_type} ({info.exec_type.split('_')[0]})" if info.exec_type else info.node_type
-  by[info.node_type] = by.get(info.node_type, 0.0) + us
-tot = sum(by.values())
-print(f"OpenVINO ({compiled.get_property('INFERENCE_PRECISION_HINT').to_string()}): {ov_wall*1000:.1f} ms per forward ({8/ov_wall:.1f} seq/s); node time {tot/1000:.1f} ms")
-for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
-  print(f"  {k:28s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
+profile_openvino("our graph", ov.convert_model(g.get_concrete_function()),
+                 lambda c: {p.get_any_name(): x[next(k for k in x if k in p.get_any_name())].numpy()
+                            for p in c.inputs})
 
 # OpenVINO on the Hugging Face model, converted from PyTorch: the peer `bench.run`
 # compares with (bench/_openvino_worker.py). Its graph has a ScaledDotProductAttention
@@ -89,19 +98,5 @@ example = {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask),
 hf = transformers.BertModel(_config({"model": model})).eval()
 with torch.no_grad():
   converted = ov.convert_model(hf, example_input=example)
-compiled = core.compile_model(converted, "CPU",
-                              {"INFERENCE_NUM_THREADS": 2, "PERFORMANCE_HINT": "LATENCY", "PERF_COUNT": "YES"})
-req = compiled.create_infer_request()
-feed = {k: v.numpy() for k, v in example.items()}
-for _ in range(3): req.infer(feed)
-t = time.perf_counter()
-for _ in range(n): req.infer(feed)
-hf_wall = (time.perf_counter() - t) / n
-by = {}
-for info in req.get_profiling_info():
-  key = f"{info.node_type} ({info.exec_type})"
-  by[key] = by.get(key, 0.0) + info.real_time.total_seconds() * 1e6
-tot = sum(by.values())
-print(f"OpenVINO on the Hugging Face model: {hf_wall*1000:.1f} ms per forward ({8/hf_wall:.1f} seq/s); node time {tot/1000:.1f} ms")
-for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:12]:
-  print(f"  {k:44s} {100*v/tot:5.1f}%  {v/1000:7.2f} ms")
+profile_openvino("the Hugging Face model", converted,
+                 lambda c: {k: v.numpy() for k, v in example.items()})
