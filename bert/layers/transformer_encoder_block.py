@@ -104,12 +104,11 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
     # the same (symbolic) shape, and TensorFlow's oneDNN remapper folds the
     # add into that matmul kernel (a sum post-op) for inference.
     hidden = x.shape[-1]
-    shape = tf.shape(x)                                     # [batch, seq, hidden]
-    rows = tf.reshape(x, [-1, hidden])                      # [batch * seq, hidden]
     # --- self-attention sub-layer
-    attention_input = (
-        tf.reshape(self._norm(self.attention_layer_norm, rows), shape)
-        if self.norm_first else x)
+    attention_input = x
+    if self.norm_first:
+      attention_input = tf.reshape(self._norm(
+          self.attention_layer_norm, tf.reshape(x, [-1, hidden])), tf.shape(x))
     if output_positions is not None:
       if attention_mask is not None:
         attention_mask = tf.convert_to_tensor(attention_mask)
@@ -118,8 +117,8 @@ class TransformerEncoderBlock(tf_keras.layers.Layer):
           attention_mask = tf.gather(attention_mask, output_positions,
                                      batch_dims=1)
       x = tf.gather(x, output_positions, batch_dims=1)      # [batch, k, hidden]
-      shape = tf.shape(x)
-      rows = tf.reshape(x, [-1, hidden])                    # [batch * k, hidden]
+    shape = tf.shape(x)                                     # [batch, seq or k, hidden]
+    rows = tf.reshape(x, [-1, hidden])                      # [batch * seq, hidden]
     context = self.attention.attend(
         attention_input, attention_mask=attention_mask, training=training,
         return_attention_probs=return_attention_probs,
