@@ -86,6 +86,20 @@ def serve(build):
     out.write(json.dumps(reply) + "\n")
 
 
+def publish(report, path):
+  """Prints a run's Markdown report and writes it to `path` (if given)."""
+  print(report)
+  if path:
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(report)
+
+
+def close_all(workers):
+  """Asks every worker to quit (kills those that do not)."""
+  for worker in workers:
+    worker.close()
+
+
 class Worker:
   """The orchestrator's end of one worker process: JSON commands on its
   stdin, one JSON reply per command on its stdout, its stderr in `log`."""

@@ -553,8 +553,7 @@ def speed_encode(args, report, lines):
       print(f"encode round {r + 1}/{args.repeats} done "
             f"({time.time() - started:.0f} s)", flush=True)
   finally:
-    for w in workers.values():
-      w.close()
+    _protocol.close_all(workers.values())
 
   n = {k: len(v) for k, v in texts.items()}
   rows = {}
@@ -687,8 +686,7 @@ def speed_train(args, report, lines):
       print(f"train round {r + 1}/{args.repeats} done "
             f"({time.time() - started:.0f} s)", flush=True)
   finally:
-    for w in workers.values():
-      w.close()
+    _protocol.close_all(workers.values())
   rows = {}
   for impl in impls:
     rounds = timings[impl]

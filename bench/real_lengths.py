@@ -28,7 +28,7 @@ from bert.flops import TRAIN_FACTOR, flops_per_real_token
 from bert import hardware as cpu
 from bert.testing import minilm_dir, shared_data_dir
 from bench._real_worker import BATCH
-from bench._protocol import Worker
+from bench._protocol import Worker, close_all, publish
 from bench.run import HERE, MATMUL_N, ROOT, start_workers
 
 DATASETS = ("sst2", "mrpc", "squad")
@@ -117,8 +117,7 @@ def run(repeats=5, train_steps=8, squad_questions=600, log=print, bf16=False,
               reply["work"] / reply["seconds"])
       log(f"round {r + 1}/{repeats} done ({time.time() - started:.0f} s)")
   finally:
-    for w in list(workers.values()) + list(peak_workers.values()):
-      w.close()
+    close_all(list(workers.values()) + list(peak_workers.values()))
   tf_peak = statistics.median(peaks["tf_ours+onednn"])
   torch_peak = statistics.median(peaks["torch"])
   lines = [
@@ -206,10 +205,7 @@ def main():
                  f"{args.datasets!r}")
   report = run(args.repeats, args.train_steps, args.squad_questions,
                bf16=args.bf16, datasets=datasets)
-  print(report)
-  if args.output:
-    with open(args.output, "w") as f:
-      f.write(report)
+  publish(report, args.output)
 
 
 if __name__ == "__main__":

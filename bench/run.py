@@ -166,13 +166,9 @@ def main():
       print(f"round {r + 1}/{args.repeats} done ({time.time() - started:.0f} s)",
             flush=True)
   finally:
-    for w in workers.values():
-      w.close()
+    P.close_all(workers.values())
 
-  report = render(jobs, timings, args, impls)
-  print(report)
-  with open(args.output, "w") as f:
-    f.write(report)
+  P.publish(render(jobs, timings, args, impls), args.output)
 
 
 def render(jobs, timings, args, impls):

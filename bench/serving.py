@@ -504,8 +504,7 @@ def main():
       print(f"round {r + 1}/{args.repeats} done ({time.time() - started:.0f} s)",
             flush=True)
   finally:
-    for w in workers.values():
-      w.close()
+    _protocol.close_all(workers.values())
 
   report = summarize(args, tasks, impls, modes, examples, info, predictions,
                      results, sources)

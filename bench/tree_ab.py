@@ -100,12 +100,8 @@ def main():
       print(f"round {r + 1}/{args.rounds} done ({time.time() - started:.0f} s)",
             flush=True)
   finally:
-    for worker in workers.values():
-      worker.close()
-  report = render(cases, rates, args, before)
-  print(report)
-  with open(args.output, "w", encoding="utf-8") as f:
-    f.write(report)
+    P.close_all(workers.values())
+  P.publish(render(cases, rates, args, before), args.output)
 
 
 def _key(model, mode, xla):
@@ -131,14 +127,17 @@ def render(cases, rates, args, before):
       "ratio is taken per round and given as median (min-max).", "",
       "| model (batch) | mode | row | before seq/s | after seq/s | after / before |",
       "| --- | --- | --- | --- | --- | --- |"]
-  for model, mode, xla in cases:
-    key = _key(model, mode, xla)
-    b, a = rates[(key, "before")], rates[(key, "after")]
-    lines.append(f"| {model} ({BATCH[model]}) | {mode} | {key.split('/')[-1]} | "
-                 f"{_spread(b)} | {_spread(a)} | "
-                 f"{_spread([x / y for x, y in zip(a, b)], 3)} |")
+  lines += [_row(model, mode, xla, rates) for model, mode, xla in cases]
   return "\n".join(lines) + "\n"
 
+
+def _row(model, mode, xla, rates):
+  """One table row: both trees' rates and the per-round ratios."""
+  key = _key(model, mode, xla)
+  before, after = rates[(key, "before")], rates[(key, "after")]
+  ratios = [a / b for a, b in zip(after, before)]
+  return (f"| {model} ({BATCH[model]}) | {mode} | {key.split('/')[-1]} | "
+          f"{_spread(before)} | {_spread(after)} | {_spread(ratios, 3)} |")
 
 if __name__ == "__main__":
   main()
