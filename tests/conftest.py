@@ -18,6 +18,14 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # them and in the commands they start; the tests of the default itself
 # remove it (tests/precision_default_test.py).
 os.environ["BERT_PRECISION"] = "fp32"
+# Each pytest-xdist worker is a process whose TensorFlow (and PyTorch) thread
+# pools would be sized to the whole machine; the cores are shared out among
+# the workers instead, so their pools do not contend for the same cores.
+# Commands the tests start inherit it.
+_THREADS = str(max(1, (os.cpu_count() or 1) //
+                   int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
+  os.environ.setdefault(_pool, _THREADS)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
