@@ -18,7 +18,8 @@ oneDNN (`ONEDNN_MAX_CPU_ISA`) and XLA's CPU code generation
 (`--xla_cpu_max_isa`). On a CPU with AVX-512, BF16 or AMX that runs the fp32
 rows as a CPU with AVX2 only would (Eigen's kernels in the TensorFlow wheel
 are the same on both), which is how issue 46's "no regression without
-BF16/AMX" is checked where no such CPU is at hand. The cap is the
+BF16/AMX" is checked where no such CPU is at hand; `--max_isa AVX512`
+stands for AVX-512 without VNNI or BF16 (Skylake-SP to Ice Lake Xeons). The cap is the
 workers' only: the table's machine line gives the real CPU and the cap.
 """
 
@@ -29,12 +30,12 @@ import sys
 import time
 
 from bench import _protocol as P
+from bench.run import CASES as BATCH, SEQ
 from bert import hardware as cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-BATCH = {"bert_base": 8, "bert_small": 32, "minilm_l6": 32}
-SEQ = 128
+MODES = ("infer", "train")
 # --max_isa -> (oneDNN's ONEDNN_MAX_CPU_ISA, XLA's --xla_cpu_max_isa).
 ISAS = {"AVX2": ("AVX2", "AVX2"), "AVX512": ("AVX512_CORE", "AVX512")}
 
@@ -69,8 +70,11 @@ def main():
   unknown = [m for m in models if m not in BATCH]
   if unknown:
     parser.error(f"--models: unknown {unknown}; choose from {list(BATCH)}")
+  modes = [m for m in args.modes.split(",") if m]
+  if not modes or set(modes) - set(MODES):
+    parser.error(f"--modes: {args.modes!r}; choose from {','.join(MODES)}")
   trees = {"before": before, "after": ROOT}
-  cases = [(m, mode, xla) for m in models for mode in args.modes.split(",")
+  cases = [(m, mode, xla) for m in models for mode in modes
            for xla in (False, True)]
 
   workers = {}
