@@ -20,6 +20,7 @@ Errors come back as {"ok": false, "error": "..."}; the driver reports them.
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -84,6 +85,29 @@ def serve(build):
       traceback.print_exc()
       reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
     out.write(json.dumps(reply) + "\n")
+
+
+def add_before(parser):
+  """The `--before` argument of a driver that compares this tree with
+  another checkout."""
+  parser.add_argument("--before", required=True,
+                      help="the other checkout's root folder")
+
+
+def checked_before(parser, path, needs):
+  """`--before` as an absolute path; a one-line error unless it holds the
+  file `needs` (a path relative to a checkout's root)."""
+  before = os.path.abspath(path)
+  if not os.path.isfile(os.path.join(before, needs)):
+    parser.error(f"--before: {before} has no {needs} "
+                 "(not a checkout of this project)")
+  return before
+
+
+def spread(values, digits=2):
+  """median (min-max) of `values`."""
+  return (f"{statistics.median(values):.{digits}f} "
+          f"({min(values):.{digits}f}-{max(values):.{digits}f})")
 
 
 def publish(report, path):

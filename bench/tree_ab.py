@@ -25,7 +25,6 @@ workers' only: the table's machine line gives the real CPU and the cap.
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -53,8 +52,7 @@ def isa_env(max_isa):
 def main():
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--before", required=True,
-                      help="the other checkout's root folder")
+  P.add_before(parser)
   parser.add_argument("--models", default="bert_small,minilm_l6")
   parser.add_argument("--modes", default="infer,train")
   parser.add_argument("--rounds", type=int, default=7)
@@ -62,10 +60,7 @@ def main():
   parser.add_argument("--max_isa", choices=list(ISAS), default=None)
   parser.add_argument("--output", required=True)
   args = parser.parse_args()
-  before = os.path.abspath(args.before)
-  if not os.path.isfile(os.path.join(before, "bench", "_tf_worker.py")):
-    parser.error(f"--before: {before} has no bench/_tf_worker.py "
-                 "(not a checkout of this project)")
+  before = P.checked_before(parser, args.before, "bench/_tf_worker.py")
   models = [m for m in args.models.split(",") if m]
   unknown = [m for m in models if m not in BATCH]
   if unknown:
@@ -112,10 +107,6 @@ def _key(model, mode, xla):
   return f"{model}/{mode}/{'ours+XLA+oneDNN' if xla else 'ours+oneDNN'}"
 
 
-def _spread(values, digits=2):
-  return (f"{statistics.median(values):.{digits}f} "
-          f"({min(values):.{digits}f}-{max(values):.{digits}f})")
-
 
 def render(cases, rates, args, before):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -141,7 +132,7 @@ def _row(model, mode, xla, rates):
   before, after = rates[(key, "before")], rates[(key, "after")]
   ratios = [a / b for a, b in zip(after, before)]
   return (f"| {model} ({BATCH[model]}) | {mode} | {key.split('/')[-1]} | "
-          f"{_spread(before)} | {_spread(after)} | {_spread(ratios, 3)} |")
+          f"{P.spread(before)} | {P.spread(after)} | {P.spread(ratios, 3)} |")
 
 if __name__ == "__main__":
   main()

@@ -47,7 +47,21 @@ class Dropout(tf_keras.layers.Dropout):
   Keras' legacy/stateless random ops it defers to the Keras layer.
   """
 
+  def build(self, input_shape):
+    # Keras makes the generator (a variable) here, on the layer's first
+    # call, which for the blocks' dropouts is inside the first tf.function
+    # to run the model. A tf.function that creates a variable traces its
+    # Python twice (once more without creating it), so every first predict
+    # and serving export traced the whole model twice. The generator is
+    # made on the first call that drops (or by `dropout_generators`).
+    tf_keras.layers.Layer.build(self, input_shape)   # pylint: disable=bad-super-call
+
   def call(self, inputs, training=None):
+    if training is None:
+      training = tf_keras.backend.learning_phase()
+    known = control_flow_util.constant_value(training)
+    if known is not None and not known:       # inference, known when traced
+      return tf.identity(inputs)
     rng = self._random_generator
     rng._maybe_init()   # pylint: disable=protected-access
     if (self.noise_shape is not None or not isinstance(self.rate, numbers.Real)
@@ -55,8 +69,6 @@ class Dropout(tf_keras.layers.Dropout):
       return super().call(inputs, training=training)
     if self.rate == 0:
       return tf.identity(inputs)
-    if training is None:
-      training = tf_keras.backend.learning_phase()
     return control_flow_util.smart_cond(
         training, lambda: self._dropped(inputs, rng._generator),   # pylint: disable=protected-access
         lambda: tf.identity(inputs))

@@ -40,6 +40,11 @@ class _Untracked:
     self.value = value
 
 
+def _traced(fn, spec) -> tf.types.experimental.ConcreteFunction:
+  """`fn` (one dict of tensors -> one dict) traced for `spec`."""
+  return tf.function(fn, input_signature=[spec]).get_concrete_function()
+
+
 class ServingModule(tf.Module):
   """A serving graph: `serve` = postprocess(preprocess(strings), network(..)).
 
@@ -76,13 +81,16 @@ class ServingModule(tf.Module):
                for k in self.string_inputs}
     ids = {k: tf.TensorSpec([None, None], tf.int32, name=k)
            for k in self.network_inputs}
-    self.preprocess = tf.function(self._preprocess, input_signature=[strings])
-    self.network = tf.function(self._network, input_signature=[ids])
-    self.serve = tf.function(self._serve, input_signature=[strings])
+    # Each stage is traced once, here, and kept as its concrete function:
+    # `tf.saved_model.save` traces every `tf.function` it finds on the
+    # module once more (its traces are keyed on whether a save is under
+    # way), which took a third of an export's time.
+    self.preprocess = _traced(self._preprocess, strings)
+    self.network = _traced(self._network, ids)
     # postprocess's signature holds the features and outputs, whose specs
     # are known once preprocess and network are traced.
-    features = self.preprocess.get_concrete_function().structured_outputs
-    outputs = self.network.get_concrete_function().structured_outputs
+    features = self.preprocess.structured_outputs
+    outputs = self.network.structured_outputs
     post = dict(strings)
     post.update({k: tf.TensorSpec(v.shape, v.dtype, name=k)
                  for k, v in features.items()})
@@ -90,8 +98,8 @@ class ServingModule(tf.Module):
                  for k, v in outputs.items()})
     self._output_names = tuple(outputs)
     self._feature_names = tuple(features)
-    self.postprocess = tf.function(self._postprocess_flat,
-                                   input_signature=[post])
+    self.postprocess = _traced(self._postprocess_flat, post)
+    self.serve = _traced(self._serve, strings)
 
   @property
   def model(self):
@@ -101,10 +109,8 @@ class ServingModule(tf.Module):
 
   def signatures(self) -> Dict[str, tf.types.experimental.ConcreteFunction]:
     """What `tf.saved_model.save` writes: `serving_default` and each stage."""
-    return dict(serving_default=self.serve.get_concrete_function(),
-                preprocess=self.preprocess.get_concrete_function(),
-                network=self.network.get_concrete_function(),
-                postprocess=self.postprocess.get_concrete_function())
+    return dict(serving_default=self.serve, preprocess=self.preprocess,
+                network=self.network, postprocess=self.postprocess)
 
   def host(self):
     """(the manifest's `host` entry, the `BertTokenizer` whose files
@@ -125,9 +131,14 @@ class ServingModule(tf.Module):
     return self._postprocess(strings, features, outputs)
 
   def _serve(self, strings):
-    features = self._preprocess(strings)
-    outputs = self._network(features)
-    return self._postprocess(strings, features, outputs)
+    # The stages' traced functions: `serve` calls them (the runtime inlines
+    # the calls) rather than tracing tokenizer and network a second time.
+    features = self.preprocess(strings)
+    outputs = self.network({k: features[k] for k in self.network_inputs})
+    flat = dict(strings)
+    flat.update(features)
+    flat.update(outputs)
+    return self.postprocess(flat)
 
   def _preprocess(self, strings):
     raise NotImplementedError

@@ -113,7 +113,7 @@ def _calibration_feeds(fp32: ServingModule, gate: AccuracyGate):
 
 def _candidate(make_module, model, fp32: ServingModule, runtime: str,
                precision: str, gate: Optional[AccuracyGate]) -> _Candidate:
-  network = fp32.network.get_concrete_function()
+  network = fp32.network
   if runtime == "tflite":
     return _Candidate(runtime, precision, fp32, blob=tflite.convert(network, fp32))
   if runtime == "openvino":

@@ -8,9 +8,10 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
-from bert import layers
+from bert import BertEncoder, layers
 from bert.layers import activations
 from bert.layers.dropout import keep_threshold
+from conftest import random_inputs, small_config
 
 
 def _dropout(rate, seed=1):
@@ -57,6 +58,23 @@ def test_dropout_masks_every_position_alike_and_follow_the_seed(rate):
   layer = _dropout(rate, seed=3)
   first, second = layer(x, training=True), layer(x, training=True)
   assert (first.numpy() != second.numpy()).mean() > 0.1
+
+
+def test_inference_traces_the_model_once_and_makes_no_generator():
+  encoder = BertEncoder(small_config())
+  dropouts = [l for l in encoder.submodules if isinstance(l, layers.Dropout)]
+  assert dropouts
+  before = len(encoder.variables)
+  infer = tf.function(lambda x: encoder(x, training=False))
+  infer(random_inputs(2, 8))
+  # A tf.function whose first run creates a variable (a generator's state)
+  # traces the model a second time.
+  assert infer.experimental_get_tracing_count() == 1
+  assert len(encoder.variables) == before
+  # Training makes them, and draws masks from them.
+  train = tf.function(lambda x: encoder(x, training=True))
+  train(random_inputs(2, 8))
+  assert all(d._random_generator._generator is not None for d in dropouts)  # pylint: disable=protected-access
 
 
 def test_dropout_gradient_is_the_mask_and_bf16_keeps_the_dtype():

@@ -144,6 +144,12 @@ def test_multiple_choice(name, folders, tmp_path):
   tf_keras.utils.set_random_seed(4)
   model = BertMultipleChoice.from_pretrained(folder, seq_length=64)
   assert model.encoder.config.family == name
+  # Without dropout: this tiny random model scores every ending alike, and
+  # one step moves its loss by less than the draw of the dropout masks
+  # does, so with them the check would hinge on the seed.
+  for layer in model.submodules:
+    if isinstance(layer, tf_keras.layers.Dropout):
+      layer.rate = 0.0
   compile_fast(model)
   harness.one_step_lowers_the_loss(model, (a, endings), y)
   got = harness.same_after_round_trips(model, (a[:4], endings[:4]), tmp_path)

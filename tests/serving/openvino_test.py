@@ -73,7 +73,7 @@ def test_openvino_network_runs_rows_in_length_groups():
   model = BertTokenClassifier(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)), 3)
   module = export.TaggerServing(model, vocab(), True, 64, ["O", "B", "I"], (64,))
-  converted = openvino_runtime.convert(module.network.get_concrete_function())
+  converted = openvino_runtime.convert(module.network)
   lengths = np.array([60, 5, 3, 41, 9, 17, 64, 2])
   inputs = padded_inputs(lengths)
   real = inputs["input_mask"].astype(bool)

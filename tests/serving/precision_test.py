@@ -95,14 +95,14 @@ def test_a_bf16_network_runs_with_bf16_weights_frozen_into_its_graph():
   fp32 = make(model)
   bf16_model = policy_copy(model, "bf16")
   bf16 = make(bf16_model)
-  ops32 = _graph_ops(fp32.network.get_concrete_function())
-  ops16 = _graph_ops(bf16.network.get_concrete_function())
+  ops32 = _graph_ops(fp32.network)
+  ops16 = _graph_ops(bf16.network)
   assert any(op == "ReadVariableOp" for op, _ in ops32)
   assert fp32.model_variables
   assert not any(op in ("ReadVariableOp", "VarHandleOp") for op, _ in ops16)
   assert not bf16.model_variables
   # The projection kernels are bf16 constants (64 x 192: the fused QKV).
-  kernels = [n for n in bf16.network.get_concrete_function().graph
+  kernels = [n for n in bf16.network.graph
              .as_graph_def().library.function for n in n.node_def
              if n.op == "Const" and n.attr["dtype"].type == tf.bfloat16.as_datatype_enum
              and [d.size for d in n.attr["value"].tensor.tensor_shape.dim] == [64, 192]]
@@ -302,7 +302,7 @@ def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
   else:
     model = BertClassifier(encoder, 2)
     module = export.ClassifierServing(model, vocab(), True, 64, ["a", "b"], False, (64,))
-  blob = tflite.convert(module.network.get_concrete_function(), module)
+  blob = tflite.convert(module.network, module)
 
   # One group: the batch cut to its longest row rounded up to 8 tokens.
   inputs = padded_inputs([11, 5, 3])
