@@ -14,7 +14,6 @@ the ratio is taken per round (single-threaded / default).
 
 import argparse
 import os
-import statistics
 import sys
 import time
 

@@ -79,7 +79,6 @@ def main():
   P.publish(render(precisions, seconds, args, before), args.output)
 
 
-
 def render(precisions, seconds, args, before):
   lines = [
       "# Serving export time, this tree against another "
