@@ -1,6 +1,6 @@
 """`import bert` is cheap and changes only what the README's first screen says
 (TF_ENABLE_ONEDNN_OPTS, unless set); the names of the top level and of
-`bert.models` load on first use."""
+`bert.models` load on first use. The `bert-*` commands load one Keras."""
 
 import json
 import os
@@ -39,6 +39,35 @@ def test_import_bert_loads_nothing_heavy_and_changes_one_switch():
   # Negative control: using a name does load what it needs.
   assert seen["encoder_class"] == "BertEncoder"
   assert seen["after_use"] == ["bert.networks", "tensorflow"]
+
+
+_COMMAND_PROBE = r"""
+import sys
+import bert.scripts.train   # what the bert-train console script imports
+import tensorflow as tf
+print(int("keras.src" in sys.modules), tf.keras.__name__)
+"""
+
+
+def _command_probe(**env):
+  env = dict({k: v for k, v in os.environ.items()
+              if k != "TF_USE_LEGACY_KERAS"}, **env)
+  out = subprocess.run([sys.executable, "-c", _COMMAND_PROBE], env=env,
+                       check=True, capture_output=True, text=True)
+  return out.stdout.strip().splitlines()[-1].split()
+
+
+def test_commands_load_tf_keras_alone():
+  # A command's TensorFlow gives tf_keras as tf.keras and never loads
+  # Keras 3, which the library does not use (a second of every start).
+  keras3_loaded, tf_keras_name = _command_probe()
+  assert keras3_loaded == "0" and tf_keras_name.startswith("tf_keras"), (
+      keras3_loaded, tf_keras_name)
+  # Negative control, and the user's say is kept: asked for Keras 3, the
+  # same import loads it.
+  keras3_loaded, tf_keras_name = _command_probe(TF_USE_LEGACY_KERAS="0")
+  assert keras3_loaded == "1" and tf_keras_name.startswith("keras"), (
+      keras3_loaded, tf_keras_name)
 
 
 def test_bert_models_exports_what_a_new_head_needs():
