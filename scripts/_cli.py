@@ -58,6 +58,21 @@ def one_line(error: BaseException) -> str:
   return " ".join(text.split()) or type(error).__name__
 
 
+def config_of_flags(cls, **flag_of):
+  """`cls(field=FLAGS.<flag>, ...)` for `flag_of` {field: flag name}; an
+  error in a field names the flag the user typed (`--max_seq_length must be
+  an integer >= 5, got 3`), not the config's field it fills."""
+  from bert.validation import ConfigError  # pylint: disable=g-import-not-at-top
+  try:
+    return cls(**{field: flags.FLAGS[flag].value
+                  for field, flag in flag_of.items()})
+  except ConfigError as e:
+    message = str(e)
+    for field, flag in flag_of.items():
+      message = message.replace(f"{cls.__name__}.{field} ", f"--{flag} ")
+    raise ConfigError(message) from e
+
+
 def _verbose() -> bool:
   if os.environ.get("BERT_VERBOSE", "") not in ("", "0"):
     return True

@@ -91,15 +91,13 @@ def main(argv):
   output_files = _output_files()
   # The flags are google-research create_pretraining_data.py's;
   # --do_lower_case and --max_seq_length are lower_case and seq_length here.
-  config = PretrainingDataConfig(
-      seq_length=FLAGS.max_seq_length,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-      dupe_factor=FLAGS.dupe_factor, random_seed=FLAGS.random_seed,
-      do_whole_word_mask=FLAGS.do_whole_word_mask,
-      lower_case=FLAGS.do_lower_case,
-      block_sentences=FLAGS.block_sentences,
-      sentence_task=FLAGS.sentence_task)
+  config = _cli.config_of_flags(
+      PretrainingDataConfig, seq_length="max_seq_length",
+      max_predictions_per_seq="max_predictions_per_seq",
+      masked_lm_prob="masked_lm_prob", short_seq_prob="short_seq_prob",
+      dupe_factor="dupe_factor", random_seed="random_seed",
+      do_whole_word_mask="do_whole_word_mask", lower_case="do_lower_case",
+      block_sentences="block_sentences", sentence_task="sentence_task")
   summaries = create_pretraining_data(
       FLAGS.input_file, FLAGS.output_dir, FLAGS.vocab_file, config,
       num_shards=FLAGS.num_shards, num_processes=FLAGS.num_processes,

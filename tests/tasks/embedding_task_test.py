@@ -423,7 +423,11 @@ assert sorted(got[2][1]) == [1, 2, 3]
 for step, loss in got[1][1].items():
   assert abs(got[2][1][step] - loss) <= 1e-5 * loss, (
       step, got[1][1], got[2][1])
-assert t._parity(got[2][0], got[1][0]) <= 1
+# Adam's epsilon of 1e-8 turns the float noise of a near-zero gradient
+# (the order of the replicas' sum) into update noise: atol is a tenth of
+# the peak learning rate (5e-5), below the ~lr that a different batch, mask
+# or loss moves every weight by.
+assert t._parity(got[2][0], got[1][0], atol=5e-6) <= 1
 print("mirrored ok")
 """
 
