@@ -83,7 +83,6 @@ class BertPackInputs(tf_keras.layers.Layer):
     seq_length = self.seq_length if seq_length is None else seq_length
     segments = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s
                 for s in segments]
-    segments = [tf.cast(s, tf.int32) for s in segments]
     # Room for the segments: seq_length minus [CLS], one [SEP] each and the
     # extra separators between segments.
     extra = self.separators_between_segments - 1
@@ -91,29 +90,51 @@ class BertPackInputs(tf_keras.layers.Layer):
         len(segments) + 1 + extra * (len(segments) - 1))
     tf.debugging.assert_non_negative(
         budget, message=f"seq_length is too short for {len(segments)} segments")
-    lengths = tf.stack([s.row_lengths() for s in segments], axis=1)
-    keep = truncation_lengths(lengths, budget)
-    trimmed = [
-        tf.ragged.boolean_mask(
-            s, tf.ragged.range(s.row_lengths()) < keep[:, i:i + 1])
-        for i, s in enumerate(segments)]
-    if extra:
-      # The extra separators open every segment after the first.
-      trimmed = trimmed[:1] + [
-          tf.concat([tf.fill([tf.shape(s.row_lengths())[0], extra],
-                             tf.cast(self.end_of_segment_id, s.dtype)), s],
-                    axis=1) for s in trimmed[1:]]
-    ids, type_ids = tf_text.combine_segments(
-        trimmed, start_of_sequence_id=self.start_of_sequence_id,
-        end_of_segment_id=self.end_of_segment_id)
-    if not self.segment_type_ids:
-      type_ids = tf.zeros_like(type_ids)
-    word_ids, mask = tf_text.pad_model_inputs(
-        ids, max_seq_length=seq_length, pad_value=self.padding_id)
-    type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
-    return dict(input_word_ids=tf.cast(word_ids, tf.int32),
-                input_mask=tf.cast(mask, tf.int32),
-                input_type_ids=tf.cast(type_ids, tf.int32))
+    lengths = tf.stack([tf.cast(s.row_lengths(), tf.int64) for s in segments],
+                       axis=1)                                   # [batch, n]
+    keep = truncation_lengths(lengths, budget)                   # [batch, n]
+    # The row is written by position, with no ragged ops in between (they
+    # make the graph five times larger, and seconds slower to trace):
+    # segment i's kept tokens start at column `begin`; its [SEP] follows
+    # them; the extra separators of a later segment precede it.
+    length = tf.cast(seq_length, tf.int64)
+    columns = tf.range(length)[tf.newaxis, :]                    # [1, seq]
+    segment_of, separator = tf.zeros_like(columns), columns < 0
+    begin = tf.ones_like(keep[:, :1])                            # [batch, 1]
+    rows, cols, values = [], [], []
+    for i, s in enumerate(segments):
+      if i:
+        first = begin                    # where segment i's separators begin
+        begin = begin + extra
+        separator |= (columns >= first) & (columns < begin)
+        segment_of += tf.cast(columns >= first, segment_of.dtype)
+      splits = tf.cast(s.row_splits, tf.int64)                   # [batch + 1]
+      index = tf.range(splits[-1])                               # [tokens]
+      row = tf.searchsorted(splits[1:], index, side="right",
+                            out_type=tf.int64)                   # [tokens]
+      position = index - tf.gather(splits, row)
+      # A token cut by truncation goes to column seq_length, dropped below.
+      rows.append(row)
+      cols.append(tf.where(position < tf.gather(keep[:, i], row),
+                           position + tf.gather(begin[:, 0], row), length))
+      values.append(tf.cast(s.values, tf.int32))
+      end = begin + keep[:, i:i + 1]                  # this segment's [SEP]
+      separator |= columns == end
+      begin = end + 1
+    batch = tf.shape(keep, out_type=tf.int64)[0]
+    scattered = tf.scatter_nd(
+        tf.stack([tf.concat(rows, 0), tf.concat(cols, 0)], axis=1),
+        tf.concat(values, 0), tf.stack([batch, length + 1]))[:, :-1]
+    real = columns < begin                                       # [batch, seq]
+    word_ids = tf.where(
+        columns == 0, self.start_of_sequence_id,
+        tf.where(separator, self.end_of_segment_id,
+                 tf.where(real, scattered, self.padding_id)))
+    type_ids = (tf.where(real, tf.cast(segment_of, tf.int32), 0)
+                if self.segment_type_ids else tf.zeros_like(word_ids))
+    return dict(input_word_ids=word_ids,
+                input_mask=tf.cast(real, tf.int32),
+                input_type_ids=type_ids)
 
   def get_config(self):
     config = super().get_config()
