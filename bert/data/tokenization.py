@@ -5,6 +5,9 @@ batches and returns NumPy arrays, so data creation scripts and exported
 models can never disagree about ids.
 """
 
+import collections
+import os
+import threading
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -160,6 +163,31 @@ class Tokenizer:
       else:
         raise KeyError(f"token {token!r} is not in the vocab")
     return out
+
+
+# The tokenizers `shared_tokenizer` keeps, the most recently used last.
+_SHARED: "collections.OrderedDict[tuple, Tokenizer]" = collections.OrderedDict()
+_SHARED_COUNT = 4
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_tokenizer(vocab_file: str, lower_case: Optional[bool]) -> Tokenizer:
+  """`Tokenizer(vocab_file, lower_case=lower_case)`, built once per process
+  for every task that reads the same file: a task only calls its tokenizer,
+  and each new one costs its construction and the tracing of its `encode`
+  (about a second). Keyed on the file's path and contents, so a file
+  rewritten in place gets a tokenizer of its own; the last few are kept."""
+  vocabulary = Vocabulary.of(vocab_file)
+  key = (os.path.abspath(vocab_file), vocabulary, vocabulary.lower_case,
+         vocabulary.clean_up_spaces, lower_case)
+  with _SHARED_LOCK:
+    tokenizer = _SHARED.pop(key, None)
+    if tokenizer is None:
+      tokenizer = Tokenizer(vocabulary=vocabulary, lower_case=lower_case)
+    _SHARED[key] = tokenizer
+    while len(_SHARED) > _SHARED_COUNT:
+      _SHARED.popitem(last=False)
+  return tokenizer
 
 
 def _strings(texts: Sequence[str], name: str, start: int) -> tf.Tensor:

@@ -9,7 +9,7 @@ import numpy as np
 
 from bert.data import length_buckets as lb
 from bert.data.finetuning_records import FinetuningRecords
-from bert.data.tokenization import Tokenizer
+from bert.data.tokenization import shared_tokenizer
 from bert.features import ENCODER_INPUTS, PACKED_ROW_INPUTS
 from bert.tasks.base import Task
 from bert.tasks.configs import (DataFiles, EncoderSource, FinetuningInputs,
@@ -82,8 +82,7 @@ class FinetuningTask(Task):
                         " exceeds max_position_embeddings="
                         f"{self.config.max_position_embeddings}")
     self.vocab_file, self.lower_case = encoder.vocab_file, encoder.lower_case
-    self.tokenizer = Tokenizer(encoder.vocab_file,
-                               lower_case=encoder.lower_case)
+    self.tokenizer = shared_tokenizer(encoder.vocab_file, encoder.lower_case)
     records = None
     if self.inputs.records is not None:
       records = FinetuningRecords(self.inputs.records)
