@@ -59,7 +59,7 @@ def _command_probe(**env):
 
 def test_commands_load_tf_keras_alone():
   # A command's TensorFlow gives tf_keras as tf.keras and never loads
-  # Keras 3, which the library does not use (a second of every start).
+  # Keras 3, which the library does not use (and which slows every start).
   keras3_loaded, tf_keras_name = _command_probe()
   assert keras3_loaded == "0" and tf_keras_name.startswith("tf_keras"), (
       keras3_loaded, tf_keras_name)

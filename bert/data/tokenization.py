@@ -174,8 +174,8 @@ _SHARED_LOCK = threading.Lock()
 def shared_tokenizer(vocab_file: str, lower_case: Optional[bool]) -> Tokenizer:
   """`Tokenizer(vocab_file, lower_case=lower_case)`, built once per process
   for every task that reads the same file: a task only calls its tokenizer,
-  and each new one costs its construction and the tracing of its `encode`
-  (about a second). Keyed on the file's path and contents, so a file
+  and each new one costs its construction and the tracing of its `encode`.
+  Keyed on the file's path and contents, so a file
   rewritten in place gets a tokenizer of its own; the last few are kept."""
   vocabulary = Vocabulary.of(vocab_file)
   key = (os.path.abspath(vocab_file), vocabulary, vocabulary.lower_case,

@@ -94,7 +94,7 @@ class BertPackInputs(tf_keras.layers.Layer):
                        axis=1)                                   # [batch, n]
     keep = truncation_lengths(lengths, budget)                   # [batch, n]
     # The row is written by position, with no ragged ops in between (they
-    # make the graph five times larger, and seconds slower to trace):
+    # make the graph five times larger, and as much slower to trace):
     # segment i's kept tokens start at column `begin`; its [SEP] follows
     # them; the extra separators of a later segment precede it.
     length = tf.cast(seq_length, tf.int64)

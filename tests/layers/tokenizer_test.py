@@ -255,7 +255,7 @@ def test_pack_equals_a_python_packer_on_random_batches(separators, type_ids):
 def test_pack_traces_a_small_graph():
   # The packer is traced into every preprocessing graph and export; written
   # by position it is ~300 ops for a pair, where ragged concatenation and
-  # masking made it 1,650 (seconds of tracing in each new tokenizer).
+  # masking made it 1,650 (traced again by each new tokenizer).
   pack = BertPackInputs(128, dict(start_of_sequence_id=101, end_of_segment_id=102))
   spec = tf.RaggedTensorSpec([None, None], tf.int32)
   graph = tf.function(lambda a, b: pack([a, b])).get_concrete_function(
