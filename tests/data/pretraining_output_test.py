@@ -192,7 +192,8 @@ def test_output_files_never_touch_a_users_tmp_and_clean_a_killed_writers(
 
 
 # ------------------------------------------------ parallel writers
-@pytest.mark.slow   # 15 s: each worker imports TensorFlow
+@pytest.mark.slow   # each worker imports TensorFlow
+@pytest.mark.subprocess   # the writer's worker pool (the test names none)
 def test_shards_written_in_processes_are_those_of_one_process(make, tmp_path):
   """--num_processes: the workers write into the run's temp folder; the
   same bytes and fingerprints as one process, checked by readers."""
