@@ -86,7 +86,8 @@ class BertPackInputs(tf_keras.layers.Layer):
     # Room for the segments: seq_length minus [CLS], one [SEP] each and the
     # extra separators between segments.
     extra = self.separators_between_segments - 1
-    budget = tf.cast(seq_length, tf.int64) - (
+    length = tf.cast(seq_length, tf.int64)
+    budget = length - (
         len(segments) + 1 + extra * (len(segments) - 1))
     tf.debugging.assert_non_negative(
         budget, message=f"seq_length is too short for {len(segments)} segments")
@@ -97,7 +98,6 @@ class BertPackInputs(tf_keras.layers.Layer):
     # make the graph five times larger, and as much slower to trace):
     # segment i's kept tokens start at column `begin`; its [SEP] follows
     # them; the extra separators of a later segment precede it.
-    length = tf.cast(seq_length, tf.int64)
     columns = tf.range(length)[tf.newaxis, :]                    # [1, seq]
     segment_of, separator = tf.zeros_like(columns), columns < 0
     begin = tf.ones_like(keep[:, :1])                            # [batch, 1]
