@@ -1,0 +1,102 @@
+"""Memory a process keeps after each `fit` of a new model: MiniLM
+(all-MiniLM-L6-v2, fp32) built, compiled and fitted on 16 pairs, then
+deleted and garbage-collected, `--fits` times in one process; one fresh
+process per variant.
+
+  python -m bench.fit_memory [--fits 4] [--output bench_fit_memory.md]
+
+Variants: the library's recipe (`compile()`: AdamW, XLA at fp32), the
+recipe without XLA, a legacy SGD optimizer, and the recipe run eagerly
+(`run_eagerly=True`: no traced train step). "kept per fit" is the resident
+set's growth from the first fit to the last, over the fits between: what a
+notebook or a sweep that fits one model after another loses each time.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from bench import _protocol as P
+
+VARIANTS = {
+    "recipe (AdamW, XLA)": {},
+    "recipe without XLA": {"jit_compile": False},
+    "legacy SGD, no XLA": {"jit_compile": False, "sgd": True},
+    "recipe, run eagerly": {"run_eagerly": True},
+}
+
+
+def _rss_mb() -> float:
+  with open("/proc/self/status", encoding="ascii") as f:
+    for line in f:
+      if line.startswith("VmRSS"):
+        return int(line.split()[1]) / 1024
+  raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def _worker(variant: str, fits: int) -> None:
+  """Prints one JSON line: the resident set (MB) after each fit."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.testing import minilm_dir  # pylint: disable=g-import-not-at-top
+  options = dict(VARIANTS[variant])
+  sgd = options.pop("sgd", False)
+  a = ["a good film about a man and his dog", "the cat sat on the mat"] * 8
+  b = ["a fine film", "a dog barked at the moon all night"] * 8
+  y = np.array([1, 0] * 8)
+  after = []
+  for _ in range(fits):
+    model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2,
+                                           precision="fp32")
+    if sgd:
+      options["optimizer"] = tf_keras.optimizers.legacy.SGD()
+    model.compile(**options)
+    model.fit((a, b), y, batch_size=8, epochs=1, verbose=0)
+    del model
+    gc.collect()
+    after.append(_rss_mb())
+  print(json.dumps(after))
+
+
+def main():
+  parser = argparse.ArgumentParser(
+      description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--fits", type=int, default=4)
+  parser.add_argument("--output", default=None)
+  parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+  args = parser.parse_args()
+  if args.fits < 2:
+    parser.error("--fits: at least 2 (the growth is taken between fits)")
+  if args.worker is not None:
+    if args.worker not in VARIANTS:
+      parser.error(f"--worker: one of {sorted(VARIANTS)}")
+    return _worker(args.worker, args.fits)
+  from bert import hardware as cpu  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  rows = []
+  for variant in VARIANTS:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.fit_memory", "--worker", variant,
+         "--fits", str(args.fits)],
+        capture_output=True, text=True, check=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    after = json.loads(out.stdout.strip().splitlines()[-1])
+    kept = (after[-1] - after[0]) / (len(after) - 1)
+    rows.append(f"| {variant} | {' / '.join(f'{m:.0f}' for m in after)} "
+                f"| {kept:.0f} |")
+  report = "\n".join([
+      f"Machine: {cpu.describe()}. TensorFlow {tf.__version__}; MiniLM "
+      f"(22.7M parameters, 91 MB in fp32), {args.fits} fits per process.",
+      "",
+      "| variant | resident set after each fit, MB | kept per fit, MB |",
+      "| --- | --- | --- |",
+      *rows, ""])
+  P.publish(report, args.output)
+
+
+if __name__ == "__main__":
+  sys.exit(main())
