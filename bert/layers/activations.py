@@ -82,7 +82,14 @@ def _gelu_for_training(approximate: bool):
     y, saved = forward(x)
     return y, lambda dy: backward(x, saved, dy)
 
-  return fn
+  # A function of its own, traced once per dtype and rank. Each trace of
+  # `tf.custom_gradient` registers its gradient in TensorFlow's global
+  # gradient registry for good, and that gradient holds the graph it was
+  # traced in. Traced inline in a model's train step, that graph captures
+  # every variable of the model and its optimizer, so each model a process
+  # trained stayed in memory (bench/PERFORMANCE.md, "Memory a `fit` keeps").
+  # Here the graph kept is this GELU's alone.
+  return tf.function(fn, autograph=False, reduce_retracing=True)
 
 
 _ACTIVATIONS = {

@@ -153,3 +153,52 @@ def test_other_activations_have_no_training_variant():
   assert activations.get_activation("relu", training=True) is tf.nn.relu
   with pytest.raises(ValueError, match="swishy"):
     activations.get_activation("swishy", training=True)
+
+
+def _registered_gradients() -> int:
+  """How many gradient functions TensorFlow's global registry holds (each
+  `tf.custom_gradient` trace adds one, never removed)."""
+  from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  return len(ops._gradient_registry._registry)  # pylint: disable=protected-access
+
+
+def _one_traced_train_step(encoder):
+  x = {k: tf.constant(v) for k, v in random_inputs(2, 8).items()}
+
+  @tf.function
+  def step(inputs):
+    with tf.GradientTape() as tape:
+      out = encoder(inputs, training=True)
+      loss = (tf.reduce_sum(out["sequence_output"])
+              + tf.reduce_sum(out["pooled_output"]))
+    return tape.gradient(loss, encoder.trainable_variables)
+
+  return step(x)
+
+
+def test_training_a_new_model_leaves_no_gradient_holding_the_old_one():
+  """The training GELU's custom gradient is registered once per dtype and
+  rank, in a graph of its own, not once per train step traced: a gradient
+  registered in a step's graph keeps that graph, and every variable it
+  captured, for the life of the process (bench/PERFORMANCE.md, "Memory a
+  `fit` keeps")."""
+  _one_traced_train_step(BertEncoder(small_config(hidden_act="gelu")))
+  before = _registered_gradients()
+  for _ in range(2):
+    grads = _one_traced_train_step(BertEncoder(small_config(hidden_act="gelu")))
+    assert all(g is not None for g in grads)
+  assert _registered_gradients() == before
+  # Negative control: the same custom gradient traced inside each step (as
+  # the GELU was) registers one more gradient per step.
+  inline = tf.custom_gradient(lambda v: (v * 2.0, lambda dy: dy * 2.0))
+
+  @tf.function
+  def step(v):
+    with tf.GradientTape() as tape:
+      tape.watch(v)
+      y = inline(v)
+    return tape.gradient(y, v)
+
+  step(tf.constant(1.0))
+  step(tf.constant([1.0, 2.0]))      # a new shape: traced again
+  assert _registered_gradients() == before + 2
