@@ -23,6 +23,9 @@ from bench import _protocol as P  # noqa: E402
 def build(spec):
   if spec["mode"] == "matmul":
     raise ValueError("matmul is measured by the torch and TF workers")
+  if P.gelu_form(spec) != "tanh":
+    # BertBackbone fixes its feed-forward activation to the tanh form.
+    raise ValueError("KerasHub's BertBackbone computes the tanh GELU only")
   s = P.SHAPES[spec["model"]]
   # bf16: Keras 3's `mixed_bfloat16` policy (bf16 compute, fp32 variables).
   keras.config.set_dtype_policy("mixed_bfloat16" if spec.get("bf16") else "float32")

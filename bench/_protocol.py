@@ -33,6 +33,23 @@ SHAPES = {
     "minilm_l6": dict(layers=6, hidden=384, heads=12, intermediate=1536),
 }
 VOCAB, MAX_POSITIONS, TYPE_VOCAB, NUM_CLASSES = 30522, 512, 2, 2
+# The feed-forward GELU every implementation of a run computes (spec key
+# "gelu"), so all run the same function. "tanh": the approximation BERT was
+# released with (google-research `modeling.py`; our "gelu", Model Garden's and
+# KerasHub's default); "erf": the exact form, Hugging Face's "gelu" (what its
+# BERT checkpoints' config.json files name). The two cost differently in some
+# runtimes' fused kernels, so a table that mixed them would not compare
+# implementations of one model.
+GELU_FORMS = ("tanh", "erf")
+DEFAULT_GELU = "tanh"
+
+
+def gelu_form(spec):
+  """The GELU form a worker builds for SPEC ("tanh" or "erf")."""
+  form = spec.get("gelu", DEFAULT_GELU)
+  if form not in GELU_FORMS:
+    raise ValueError(f"spec gelu={form!r}: choose from {GELU_FORMS}")
+  return form
 THREADS = 2
 
 

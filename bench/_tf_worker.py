@@ -9,7 +9,7 @@ the path `bert-train` runs. `model_garden`: `tfm.nlp.networks.BertEncoder`
 with a dense head, trained by a tf.function step as Model Garden's own
 trainers do (forward/backward, clip 1.0, AdamW with weight decay).
 Spec keys: model, mode (infer|train|matmul), batch, seq, xla, bf16, served
-(infer: the bf16 serving export's frozen network).
+(infer: the bf16 serving export's frozen network), gelu (tanh|erf).
 """
 
 import os
@@ -45,7 +45,8 @@ def _ours_encoder(spec):
   config = bert.BertConfig(
       vocab_size=P.VOCAB, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
       num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
-      max_position_embeddings=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB)
+      max_position_embeddings=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB,
+      hidden_act="gelu_exact" if P.gelu_form(spec) == "erf" else "gelu")
   return bert.BertEncoder(config), config
 
 
@@ -56,6 +57,8 @@ def _model_garden_encoder(spec):
       vocab_size=P.VOCAB, hidden_size=s["hidden"], num_layers=s["layers"],
       num_attention_heads=s["heads"], inner_dim=s["intermediate"],
       max_sequence_length=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB,
+      # Its default is the tanh form; tf_keras's "gelu" is the erf form.
+      **(dict(inner_activation="gelu") if P.gelu_form(spec) == "erf" else {}),
       dict_outputs=True)
 
 

@@ -20,7 +20,10 @@ def _config(spec):
       vocab_size=P.VOCAB, hidden_size=s["hidden"], num_hidden_layers=s["layers"],
       num_attention_heads=s["heads"], intermediate_size=s["intermediate"],
       max_position_embeddings=P.MAX_POSITIONS, type_vocab_size=P.TYPE_VOCAB,
-      num_labels=P.NUM_CLASSES, hidden_act="gelu")
+      num_labels=P.NUM_CLASSES,
+      # Hugging Face's "gelu" is the erf form; its fused tanh form is
+      # "gelu_pytorch_tanh" (one kernel, where "gelu_new" is five ops).
+      hidden_act="gelu" if P.gelu_form(spec) == "erf" else "gelu_pytorch_tanh")
 
 
 def build(spec):

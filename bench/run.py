@@ -5,6 +5,8 @@ Hugging Face PyTorch and KerasHub, side by side in one process tree.
 
 OpenVINO (inference only) runs the Hugging Face model, converted from
 PyTorch, at its default precision and at fp32 (`bench._openvino_worker`).
+`--gelu tanh|erf` sets the feed-forward GELU every implementation computes
+(the same function in every row; KerasHub's backbone has the tanh form only).
 
 Each implementation runs in a worker process of its own (KerasHub in its
 Keras 3 venv, made by `bash bench/make_keras_hub_venv.sh` if missing), all
@@ -122,6 +124,9 @@ def main():
   parser.add_argument("--models", default=",".join(CASES))
   parser.add_argument("--modes", default="infer,train")
   parser.add_argument("--impls", default=",".join(IMPLS))
+  parser.add_argument("--gelu", choices=P.GELU_FORMS, default=P.DEFAULT_GELU,
+                      help="the feed-forward GELU every implementation computes: "
+                           "tanh (BERT's release) or erf (Hugging Face's \"gelu\")")
   parser.add_argument("--output", default=os.path.join(HERE, "RESULTS.md"))
   args = parser.parse_args()
   impls = [i for i in args.impls.split(",") if i]
@@ -144,7 +149,8 @@ def main():
           continue
         worker, extra = IMPLS[impl]
         jobs.append(((model, mode), impl, worker,
-                     dict(model=model, mode=mode, batch=CASES[model], seq=SEQ, **extra)))
+                     dict(model=model, mode=mode, batch=CASES[model], seq=SEQ,
+                          gelu=args.gelu, **extra)))
     for case, impl, worker, spec in jobs:
       key = f"{case[0]}/{case[1]}/{impl}"
       seconds = workers[worker].call(cmd="build", key=key, spec=spec)
@@ -189,9 +195,10 @@ def render(jobs, timings, args, impls):
       f"every implementation. TensorFlow {tf.__version__} "
       "(oneDNN: TF_ENABLE_ONEDNN_OPTS=1 for the +oneDNN and bf16 rows, 0 "
       f"otherwise), PyTorch {torch.__version__}. Seq {SEQ}, dense full-length "
-      "rows. fp32 unless the row says bf16: tf_keras/Keras `mixed_bfloat16` "
-      "policy, torch.autocast(\"cpu\", bfloat16); bf16 matmuls, fp32 "
-      "variables and optimizer state. OpenVINO rows: the Hugging Face model "
+      f"rows; every implementation computes the {args.gelu} form of GELU. "
+      "fp32 unless the row says bf16: tf_keras/Keras `mixed_bfloat16` "
+      "policy, torch.autocast(\"cpu\", bfloat16); bf16 matmuls, fp32 variables "
+      "and optimizer state. OpenVINO rows: the Hugging Face model "
       "converted from PyTorch, at OpenVINO's default precision (bf16 where "
       "the CPU has AVX512_BF16 or AMX) or fp32. "
       f"Median of {args.repeats} interleaved rounds of ~{args.target_seconds:g} s "
