@@ -39,13 +39,24 @@ def loss_scaled(optimizer) -> bool:
   return isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
 
-def global_sums(values: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-  """`values` as float32, summed over the replicas of the step."""
-  values = {k: tf.cast(v, tf.float32) for k, v in values.items()}
+def replica_sum(values):
+  """`values` (a nest of tensors) summed over the replicas of the step; on
+  one replica, or outside a replica context, `values` themselves.
+
+  Every sum over replicas in a step goes through here. In a traced step,
+  `ReplicaContext.all_reduce` registers a custom gradient in TensorFlow's
+  global registry, and that gradient holds the step's graph, with every
+  variable it captures, for the life of the process (tensorflow#62854): on
+  one replica, where the sum is the value, it is not called."""
   ctx = tf.distribute.get_replica_context()
   if ctx is None or ctx.num_replicas_in_sync == 1:
     return values
   return ctx.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+
+def global_sums(values: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """`values` as float32, summed over the replicas of the step."""
+  return replica_sum({k: tf.cast(v, tf.float32) for k, v in values.items()})
 
 
 def loss(stats: Stats, denominators: Mapping[str, tf.Tensor],
@@ -93,9 +104,7 @@ def apply_gradients(optimizer, grads, variables, clip_norm: float = 0.0,
     and unscaled gradients (NaN or Inf: an overflow, a step the
     LossScaleOptimizer skips), e.g. to count skipped steps.
   """
-  ctx = tf.distribute.get_replica_context()
-  if ctx is not None and ctx.num_replicas_in_sync > 1:
-    grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+  grads = replica_sum(grads)
   if loss_scaled(optimizer):
     grads = optimizer.get_unscaled_gradients(grads)
   if clip_norm or observe is not None:

@@ -170,7 +170,7 @@ class Trainer(orbit.StandardTrainer, orbit.StandardEvaluator):
 
       _, loss, grads = tf.while_loop(lambda i, *_: i < n, body,
                                      (tf.constant(1), loss, grads))
-    loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+    loss = train_step.replica_sum(loss)
     finite = tf.math.is_finite(loss)
     # (Before the update: the step it records is the update's.)
     self._first_bad_step.assign(tf.where(

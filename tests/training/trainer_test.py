@@ -267,3 +267,32 @@ def test_bad_runtime_settings_fail_before_training(records, tmp_path):
                      r"exceeds max_position_embeddings=32"):
     PretrainingTask(encoder=EncoderSource(bert_config=small_config()),
                     inputs=PretrainingInputs(seq_length=128))
+
+
+def _registered_gradients():
+  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
+  return len(ops._gradient_registry.list())  # pylint: disable=protected-access
+
+
+def test_a_finished_run_leaves_no_gradient_holding_its_step(records, tmp_path):
+  """A run's step sums over replicas through `train_step.replica_sum`,
+  which on one replica calls no `all_reduce`: each traced `all_reduce`
+  registers a custom gradient for good, holding the step's graph and every
+  variable of the model and optimizer (a process that trained models one
+  after another grew by each)."""
+  train(pretraining_task(records), tmp_path / "first", steps=1)
+  before = _registered_gradients()
+  train(pretraining_task(records), tmp_path / "second", steps=1)
+  assert _registered_gradients() == before
+  # Negative control: a sum over replicas by `all_reduce` in a traced step,
+  # on the same one-replica strategy, registers one gradient per trace.
+  strategy = tf.distribute.get_strategy()
+
+  @tf.function
+  def step(x):
+    return strategy.run(lambda v: tf.distribute.get_replica_context().all_reduce(
+        tf.distribute.ReduceOp.SUM, v), args=(x,))
+
+  step(tf.constant(1.0))
+  step(tf.constant([1.0, 2.0]))      # a new shape: traced again
+  assert _registered_gradients() == before + 2
