@@ -1,13 +1,15 @@
 """Memory a process keeps after each `fit` of a new model: MiniLM
 (all-MiniLM-L6-v2, fp32) built, compiled and fitted on 16 pairs, then
 deleted and garbage-collected, `--fits` times in one process; one fresh
-process per variant.
+process per variant. The custom loop's variant trains the same classifier
+from a TSV file of those pairs (`run_experiment`, the path `bert-train`
+runs) for 2 steps, into a new folder each time.
 
   python -m bench.fit_memory [--fits 4] [--output bench_fit_memory.md]
 
 Variants: the library's recipe (`compile()`: AdamW, XLA at fp32), the
-recipe without XLA, a legacy SGD optimizer, and the recipe run eagerly
-(`run_eagerly=True`: no traced train step). "kept per fit" is the resident
+recipe without XLA, a legacy SGD optimizer, the recipe run eagerly
+(`run_eagerly=True`: no traced train step), and the custom loop. "kept per fit" is the resident
 set's growth from the second fit to the last, over the fits between (the
 first fits also fill caches and the allocator's pools): what a notebook or a
 sweep that fits one model after another loses each time.
@@ -26,6 +28,7 @@ VARIANTS = {
     "recipe without XLA": {"jit_compile": False},
     "legacy SGD, no XLA": {"jit_compile": False, "sgd": True},
     "recipe, run eagerly": {"run_eagerly": True},
+    "custom loop (run_experiment)": {"custom_loop": True},
 }
 
 
@@ -50,6 +53,8 @@ def _worker(variant: str, fits: int) -> None:
   b = ["a fine film", "a dog barked at the moon all night"] * 8
   y = np.array([1, 0] * 8)
   after = []
+  if options.pop("custom_loop", False):
+    return _custom_loop_worker(a, b, y, fits)
   for _ in range(fits):
     model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2,
                                            precision="fp32")
@@ -60,6 +65,38 @@ def _worker(variant: str, fits: int) -> None:
     del model
     gc.collect()
     after.append(_rss_mb())
+  print(json.dumps(after))
+
+
+def _custom_loop_worker(a, b, y, fits: int) -> None:
+  """The `_worker` of the custom loop: `run_experiment` of a classification
+  task on the same pairs, written to a TSV file."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  from bert.tasks import ClassificationTask  # pylint: disable=g-import-not-at-top
+  from bert.tasks.configs import (ClassificationData, EncoderSource,  # pylint: disable=g-import-not-at-top
+                                  FinetuningInputs)
+  from bert.testing import minilm_dir  # pylint: disable=g-import-not-at-top
+  from bert.training import RuntimeConfig, run_experiment  # pylint: disable=g-import-not-at-top
+  after = []
+  with tempfile.TemporaryDirectory() as folder:
+    data = os.path.join(folder, "train.tsv")
+    with open(data, "w", encoding="utf-8") as f:
+      f.write("a\tb\tlabel\n")
+      f.writelines(f"{s}\t{t}\t{label}\n" for s, t, label in zip(a, b, y))
+    for i in range(fits):
+      task = ClassificationTask(
+          data=ClassificationData(train_file=data, text_a_column="a",
+                                  text_b_column="b", label_column="label",
+                                  labels=("0", "1")),
+          encoder=EncoderSource(init_checkpoint=minilm_dir()),
+          inputs=FinetuningInputs(seq_length=32, global_batch_size=8))
+      run_experiment(task, os.path.join(folder, f"run{i}"), "train",
+                     RuntimeConfig(train_steps=2, steps_per_loop=2,
+                                   mixed_precision="fp32"), log_fn=None)
+      del task
+      gc.collect()
+      after.append(_rss_mb())
   print(json.dumps(after))
 
 
