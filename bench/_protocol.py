@@ -33,6 +33,7 @@ SHAPES = {
     "minilm_l6": dict(layers=6, hidden=384, heads=12, intermediate=1536),
 }
 VOCAB, MAX_POSITIONS, TYPE_VOCAB, NUM_CLASSES = 30522, 512, 2, 2
+THREADS = 2
 # The feed-forward GELU every implementation of a run computes (spec key
 # "gelu"), so all run the same function. "tanh": the approximation BERT was
 # released with (google-research `modeling.py`; our "gelu", Model Garden's and
@@ -50,7 +51,6 @@ def gelu_form(spec):
   if form not in GELU_FORMS:
     raise ValueError(f"spec gelu={form!r}: choose from {GELU_FORMS}")
   return form
-THREADS = 2
 
 
 def synthetic_batch(batch, seq, seed=0):

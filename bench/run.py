@@ -133,6 +133,10 @@ def main():
   unknown = [i for i in impls if i not in IMPLS]
   if unknown:
     parser.error(f"--impls: unknown {unknown}; choose from {list(IMPLS)}")
+  tanh_only = [i for i in impls if IMPLS[i][0] == "keras_hub"]
+  if args.gelu != "tanh" and tanh_only:
+    parser.error(f"--gelu {args.gelu}: {tanh_only} compute the tanh form only; "
+                 "leave them out of --impls")
   cases = [(m, mode) for m in args.models.split(",") for mode in args.modes.split(",")]
 
   workers = start_workers(sorted({IMPLS[i][0] for i in impls} | {"torch", "tf_ours"}))
