@@ -5,11 +5,15 @@ process per variant. The custom loop's variant trains the same classifier
 from a TSV file of those pairs (`run_experiment`, the path `bert-train`
 runs) for 2 steps, into a new folder each time.
 
-  python -m bench.fit_memory [--fits 4] [--output bench_fit_memory.md]
+  python -m bench.fit_memory [--fits 4] [--variant V ...] [--output F]
 
 Variants: the library's recipe (`compile()`: AdamW, XLA at fp32), the
 recipe without XLA, a legacy SGD optimizer, the recipe run eagerly
-(`run_eagerly=True`: no traced train step), and the custom loop. "kept per fit" is the resident
+(`run_eagerly=True`: no traced train step), and the custom loop. The load
+variants save the fitted-size model once (`model.save`, or
+`bert.export.export_encoder`), then load it (`tf_keras.models.load_model`,
+or `tf.saved_model.load`), run it on the pairs and drop it, `--fits` times:
+what a server that reloads its model, or a notebook, keeps per load. "kept per fit" is the resident
 set's growth from the second fit to the last, over the fits between (the
 first fits also fill caches and the allocator's pools): what a notebook or a
 sweep that fits one model after another loses each time.
@@ -29,6 +33,8 @@ VARIANTS = {
     "legacy SGD, no XLA": {"jit_compile": False, "sgd": True},
     "recipe, run eagerly": {"run_eagerly": True},
     "custom loop (run_experiment)": {"custom_loop": True},
+    "load_model (a model.save SavedModel)": {"load": "keras"},
+    "tf.saved_model.load (the TF Hub export)": {"load": "hub"},
 }
 
 
@@ -55,6 +61,8 @@ def _worker(variant: str, fits: int) -> None:
   after = []
   if options.pop("custom_loop", False):
     return _custom_loop_worker(a, b, y, fits)
+  if "load" in options:
+    return _load_worker(options["load"], a, b, fits)
   for _ in range(fits):
     model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2,
                                            precision="fp32")
@@ -100,11 +108,48 @@ def _custom_loop_worker(a, b, y, fits: int) -> None:
   print(json.dumps(after))
 
 
+def _load_worker(kind: str, a, b, fits: int) -> None:
+  """The `_worker` of the load variants: one save, then `fits` loads."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  from bert import export  # pylint: disable=g-import-not-at-top
+  from bert.models import BertClassifier  # pylint: disable=g-import-not-at-top
+  from bert.testing import minilm_dir  # pylint: disable=g-import-not-at-top
+  model = BertClassifier.from_pretrained(minilm_dir(), num_classes=2,
+                                         precision="fp32", seq_length=32)
+  inputs = model.preprocessor.model_inputs(model.preprocessor.encode((a, b)))
+  after = []
+  with tempfile.TemporaryDirectory() as folder:
+    path = os.path.join(folder, "saved")
+    if kind == "keras":
+      model.save(path)
+    else:
+      export.export_encoder(model.encoder, path)
+    del model
+    gc.collect()
+    for _ in range(fits):
+      if kind == "keras":
+        loaded = tf_keras.models.load_model(path, compile=False)
+        loaded.predict((a, b), verbose=0)
+      else:
+        loaded = tf.saved_model.load(path)
+        loaded(inputs, training=False)
+      del loaded
+      tf_keras.backend.clear_session()
+      gc.collect()
+      after.append(_rss_mb())
+  print(json.dumps(after))
+
+
 def main():
   parser = argparse.ArgumentParser(
       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--fits", type=int, default=5)
   parser.add_argument("--output", default=None)
+  parser.add_argument("--variant", action="append", default=None,
+                      help="a variant to run, repeatable (default: all)")
   parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
   args = parser.parse_args()
   if args.fits < 3:
@@ -115,8 +160,12 @@ def main():
     return _worker(args.worker, args.fits)
   from bert import hardware as cpu  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  chosen = args.variant or list(VARIANTS)
+  unknown = [v for v in chosen if v not in VARIANTS]
+  if unknown:
+    parser.error(f"--variant: unknown {unknown}; one of {sorted(VARIANTS)}")
   rows = []
-  for variant in VARIANTS:
+  for variant in chosen:
     out = subprocess.run(
         [sys.executable, "-m", "bench.fit_memory", "--worker", variant,
          "--fits", str(args.fits)],

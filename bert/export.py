@@ -44,6 +44,7 @@ import tf_keras
 from bert.data import length_buckets as lb
 from bert.data.squad_config import SquadConfig
 from bert.features import ENCODER_INPUTS
+from bert.io import tracing_for_savedmodel
 from bert.networks.preprocessing_model import make_preprocessing_model
 from bert.serving.classifier import ClassifierServing
 from bert.serving.embedder import EmbedderServing
@@ -99,7 +100,8 @@ def export_encoder(encoder, path: str, masked_lm=None,
         encoder_outputs=mlm_outputs["encoder_outputs"],
         mlm_logits=masked_lm(mlm_outputs["sequence_output"],
                              mlm_inputs["masked_lm_positions"])), name="mlm")
-  with tempfile.TemporaryDirectory() as config_dir, output_folder(path) as tmp:
+  with tempfile.TemporaryDirectory() as config_dir, output_folder(path) as tmp, \
+      tracing_for_savedmodel():
     config_file = os.path.join(config_dir, "bert_config.json")
     encoder.config.to_json_file(config_file)
     hub_encoder.bert_config_file = tf.saved_model.Asset(config_file)
@@ -118,7 +120,7 @@ def export_preprocessing_model(vocab_file: str, path: str,
   model = make_preprocessing_model(vocab_file, lower_case=lower_case,
                                    seq_length=seq_length,
                                    num_text_inputs=num_text_inputs)
-  with output_folder(path) as tmp:
+  with output_folder(path) as tmp, tracing_for_savedmodel():
     tf.saved_model.save(model, tmp)
 
 

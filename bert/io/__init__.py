@@ -12,6 +12,10 @@ from bert.io.output_file import (  # noqa: F401 pylint: disable=unused-import
 from bert.io.output_folder import atomic_folder  # noqa: F401 pylint: disable=unused-import
 # The library's Keras models: `save` and `save_weights` through these.
 from bert.io.output_keras import AtomicSave  # noqa: F401 pylint: disable=unused-import
+# Every SavedModel the library writes is traced inside this (no custom
+# gradient in it: bert.io.output_saved_model).
+from bert.io.output_saved_model import (  # noqa: F401 pylint: disable=unused-import
+    tracing_a_savedmodel, tracing_for_savedmodel)
 # For writers outside these (a training run's checkpoints): whether an
 # exception is a full disk, and its one-line error naming the output.
 from bert.io.output_record import (  # noqa: F401 pylint: disable=unused-import

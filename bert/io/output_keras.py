@@ -27,6 +27,7 @@ import tempfile
 
 from bert.io.output_file import atomic_file, check_output_file
 from bert.io.output_folder import atomic_folder
+from bert.io.output_saved_model import tracing_for_savedmodel
 from bert.io.output_record import (cannot_write_in, disk_error,
                                       output_path, remove_leftovers,
                                       sync_folder, sync_tree, this_host,
@@ -55,8 +56,9 @@ def save_model(keras_save, filepath, overwrite=True, save_format=None,
   """`keras_save` (Keras' `Model.save`, bound) into `filepath` atomically."""
   from tf_keras.src.saving import saving_api  # pylint: disable=g-import-not-at-top
   if _left_to_keras(filepath):
-    keras_save(filepath, overwrite=overwrite, save_format=save_format,
-               **kwargs)
+    with tracing_for_savedmodel():     # a SavedModel, if Keras writes one
+      keras_save(filepath, overwrite=overwrite, save_format=save_format,
+                 **kwargs)
     return
   path = os.fspath(filepath)
   kind = saving_api.get_save_format(path, save_format)   # tf, keras, h5
@@ -66,7 +68,7 @@ def save_model(keras_save, filepath, overwrite=True, save_format=None,
   _check_overwrite(path, path, overwrite)
   if kind == "tf":
     with atomic_folder(path, _saved_model_folder,
-                       "a SavedModel folder") as tmp:
+                       "a SavedModel folder") as tmp, tracing_for_savedmodel():
       keras_save(tmp, overwrite=True, save_format="tf", **kwargs)
     return
   with atomic_file(path, "wb", keep_name=True) as f:

@@ -9,6 +9,7 @@ import math
 
 import tensorflow as tf
 
+from bert.io import tracing_a_savedmodel
 from bert.layers._util import elementwise_region
 
 
@@ -89,7 +90,16 @@ def _gelu_for_training(approximate: bool):
   # every variable of the model and its optimizer, so each model a process
   # trained stayed in memory (bench/PERFORMANCE.md, "Memory a `fit` keeps").
   # Here the graph kept is this GELU's alone.
-  return tf.function(fn, autograph=False, reduce_retracing=True)
+  custom = tf.function(fn, autograph=False, reduce_retracing=True)
+  plain = gelu if approximate else gelu_exact
+
+  def activation(x):
+    # A SavedModel would record the custom gradient, and each load of it
+    # would register the gradient for good, keeping the loaded model
+    # (bert.io.output_saved_model): there, TensorFlow's own gradient.
+    return plain(x) if tracing_a_savedmodel() else custom(x)
+
+  return activation
 
 
 _ACTIVATIONS = {

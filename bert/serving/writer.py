@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from bert import hardware as cpu
 from bert import precision as precision_lib
-from bert.io import atomic_folder
+from bert.io import atomic_folder, tracing_for_savedmodel
 from bert.serving import autotune, host, openvino_runtime, tflite
 from bert.serving.gate import AccuracyGate
 from bert.serving.loader import (MANIFEST, MANIFEST_FORMAT, RUNTIME_PRECISIONS,
@@ -256,7 +256,8 @@ def write_serving(make_module: Callable[[Any], ServingModule], model, path: str,
     manifest["host"] = hosted[0]
   module = chosen.module
   with output_folder(path) as tmp:
-    tf.saved_model.save(module, tmp, signatures=module.signatures())
+    with tracing_for_savedmodel():
+      tf.saved_model.save(module, tmp, signatures=module.signatures())
     extra = os.path.join(tmp, "assets.extra")
     os.makedirs(extra, exist_ok=True)
     if chosen.blob is not None:
