@@ -259,3 +259,45 @@ def test_a_timing_in_a_comment_or_docstring_is_found():
           "y = '40 s per step'   # a string, not a comment: allowed\n"
           "def f():\n  \"\"\"~15% of the step.\"\"\"\n")
   assert [h.split(":")[1] for h in timing_comments(text, "m")] == ["1", "2", "5"]
+
+
+def keras_3_uses(text: str, name: str) -> List[str]:
+  """Code (not comments or strings) that reaches Keras through `tf.keras`:
+  Keras 3 in a process that did not ask for Keras 2 (a user's, pytest's).
+  Its state is not tf_keras': `tf.keras.utils.set_random_seed` there leaves
+  the seeds tf_keras' initializers draw, so a model built after it depends
+  on what ran before in the process."""
+  found = []
+  names = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+           if t.type in (tokenize.NAME, tokenize.OP)]
+  for a, dot, b in zip(names, names[1:], names[2:]):
+    if (a.string, dot.string, b.string) == ("tf", ".", "keras"):
+      found.append(f"{name}:{a.start[0]}")
+  return found
+
+
+def _test_and_bench_sources() -> Dict[str, str]:
+  found = {}
+  for folder in ("tests", "bench"):
+    for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
+      for f in sorted(files):
+        if f.endswith(".py"):
+          path = os.path.join(dirpath, f)
+          with open(path, encoding="utf-8") as fh:
+            found[os.path.relpath(path, ROOT)] = fh.read()
+  return found
+
+
+def test_no_code_reaches_keras_through_tf_keras():
+  sources = dict(modules(), **_test_and_bench_sources())
+  found = [hit for name, text in sorted(sources.items())
+           for hit in keras_3_uses(text, name)]
+  assert found == [], "use tf_keras, not tf.keras: " + ", ".join(found)
+
+
+def test_a_use_of_tf_keras_is_found():
+  text = ("import tensorflow as tf\n"
+          "tf.keras.utils.set_random_seed(0)   # tf.keras in a comment: allowed\n"
+          "code = 'tf.keras.Model'   # a string (a subprocess' code): allowed\n"
+          "layer = tf . keras.layers.Dense(2)\n")
+  assert keras_3_uses(text, "m") == ["m:2", "m:4"]

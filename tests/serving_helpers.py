@@ -2,6 +2,7 @@
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
 from bert import BertEncoder, export
 from bert.data import classification_data as cd
@@ -20,7 +21,7 @@ def sst2_texts(n):
 def classifier(seed=0, scale=1.0):
   """A small classifier whose head is scaled up, so its labels are confident
   (near-ties would flip under any rounding and blur the gate tests)."""
-  tf.keras.utils.set_random_seed(seed)
+  tf_keras.utils.set_random_seed(seed)
   model = BertClassifier(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)), 2)
   kernel = [w for w in model.head.weights if "kernel" in w.name][-1]
@@ -49,7 +50,7 @@ def padded_inputs(lengths, seq_length=64, seed=0):
 def tiny_embedder(pooling=("mean",), dense=(), normalize=True, seed=0):
   """A 2-layer embedder with MiniLM's vocabulary: builds and exports in
   seconds."""
-  tf.keras.utils.set_random_seed(seed)
+  tf_keras.utils.set_random_seed(seed)
   model = BertTextEmbedder(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)), pooling=pooling,
       dense=dense, normalize=normalize)

@@ -10,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert import BertEncoder, export
 from bert.data import classification_data as cd
@@ -250,7 +251,7 @@ def test_an_embedders_small_batches_run_in_python_with_its_prompt(tmp_path,
 @pytest.mark.heavy
 def test_a_span_labelers_small_batches_run_in_python_and_answer_as_the_graphs(
     tmp_path, monkeypatch):
-  tf.keras.utils.set_random_seed(0)
+  tf_keras.utils.set_random_seed(0)
   model = BertSpanLabeler(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)))
   # Short windows: most contexts take several.

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert import BertEncoder, export
 from bert import hardware as cpu
@@ -69,7 +70,7 @@ def test_openvino_export_serves_as_its_saved_model(tmp_path):
 
 
 def test_openvino_network_runs_rows_in_length_groups():
-  tf.keras.utils.set_random_seed(4)
+  tf_keras.utils.set_random_seed(4)
   model = BertTokenClassifier(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)), 3)
   module = export.TaggerServing(model, vocab(), True, 64, ["O", "B", "I"], (64,))

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert import BertEncoder, export
 from bert.models import BertClassifier, BertTokenClassifier
@@ -211,7 +212,7 @@ def test_bf16_falls_back_to_fp32_on_a_cpu_without_it_and_says_so(tmp_path,
 @pytest.mark.slow
 def test_tagger_int8_serves_the_same_words(tmp_path):
   labels = ["O", "B-person", "I-person"]
-  tf.keras.utils.set_random_seed(1)
+  tf_keras.utils.set_random_seed(1)
   model = BertTokenClassifier(BertEncoder(small_config(
       vocab_size=30522, max_position_embeddings=64)), len(labels))
   texts = ["John Smith visited Paris yesterday", "xylophonists \u200b play", ""]
@@ -294,7 +295,7 @@ def test_length_groups_are_the_cheapest_split_and_cover_every_row_once():
 @pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["tagger", "classifier"])
 def test_tflite_network_cuts_padding_and_runs_rows_in_length_groups(kind):
-  tf.keras.utils.set_random_seed(4)
+  tf_keras.utils.set_random_seed(4)
   encoder = BertEncoder(small_config(vocab_size=30522, max_position_embeddings=64))
   if kind == "tagger":
     model = BertTokenClassifier(encoder, 3)

@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from bert import export
 from bert.data import classification_data as cd
@@ -29,7 +30,7 @@ def test_classifier_serving_equals_predict_on_the_dev_set(task, tmp_path):
   folder = {"sst-2": "SST-2", "mrpc": "MRPC"}[task]
   examples = cd.read_glue(task, shared_data("glue", folder, "dev.tsv"), "eval")
   pairs = examples[0].text_b is not None
-  tf.keras.utils.set_random_seed(0)
+  tf_keras.utils.set_random_seed(0)
   model = BertClassifier.from_pretrained(minilm_dir(), labels=["0", "1"])
   model.preprocessor.text_pairs = pairs
   texts = [e.text_a for e in examples]
@@ -51,7 +52,7 @@ def test_squad_serving_equals_predict_on_every_held_out_question(tmp_path):
   _, held_out = squad_examples.split_articles(
       squad_examples.article_titles(path), 0.8, 42)
   examples = squad_examples.read_squad(path, held_out)
-  tf.keras.utils.set_random_seed(0)
+  tf_keras.utils.set_random_seed(0)
   model = BertSpanLabeler.from_pretrained(minilm_dir())
   questions = [e.question for e in examples]
   contexts = [e.context for e in examples]
