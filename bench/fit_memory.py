@@ -9,14 +9,15 @@ runs) for 2 steps, into a new folder each time.
 
 Variants: the library's recipe (`compile()`: AdamW, XLA at fp32), the
 recipe without XLA, a legacy SGD optimizer, the recipe run eagerly
-(`run_eagerly=True`: no traced train step), and the custom loop. The load
-variants save the fitted-size model once (`model.save`, or
-`bert.export.export_encoder`), then load it (`tf_keras.models.load_model`,
-or `tf.saved_model.load`), run it on the pairs and drop it, `--fits` times:
-what a server that reloads its model, or a notebook, keeps per load. "kept per fit" is the resident
-set's growth from the second fit to the last, over the fits between (the
-first fits also fill caches and the allocator's pools): what a notebook or a
-sweep that fits one model after another loses each time.
+(`run_eagerly=True`: no traced train step), and the custom loop. The two
+load variants save the same classifier once (`model.save`, or the TF Hub
+export of its encoder), then load it (`tf_keras.models.load_model`, or
+`tf.saved_model.load`), run it on the pairs and drop it, `--fits` times:
+what a server that reloads its model keeps per load. "kept per fit" (or per
+load) is the resident set's growth from the second fit to the last, over
+the fits between (the first fits also fill caches and the allocator's
+pools): what a notebook or a sweep that fits one model after another loses
+each time.
 """
 
 import argparse
@@ -179,7 +180,8 @@ def main():
       f"Machine: {cpu.describe()}. TensorFlow {tf.__version__}; MiniLM "
       f"(22.7M parameters, 91 MB in fp32), {args.fits} fits per process.",
       "",
-      "| variant | resident set after each fit, MB | kept per fit, MB |",
+      "| variant | resident set after each fit (or load), MB | kept per fit "
+      "(or load), MB |",
       "| --- | --- | --- |",
       *rows, ""])
   P.publish(report, args.output)
