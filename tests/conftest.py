@@ -89,6 +89,14 @@ def random_inputs(batch, seq, vocab_size=100, seed=0, lengths=None):
               input_type_ids=tf.constant(types))
 
 
+def registered_gradients() -> int:
+  """How many gradient functions TensorFlow's global registry holds: each
+  `tf.custom_gradient` trace, and each load of a SavedModel recording one,
+  adds one, never removed (and it keeps the graph it came from)."""
+  from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  return len(ops._gradient_registry.list())  # pylint: disable=protected-access
+
+
 def max_abs_diff(a, b) -> float:
   """max |a - b| in float64 (0 for two empty arrays)."""
   a = np.asarray(a, np.float64)

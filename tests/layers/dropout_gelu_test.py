@@ -11,7 +11,7 @@ import tf_keras
 from bert import BertEncoder, layers
 from bert.layers import activations
 from bert.layers.dropout import keep_threshold
-from conftest import random_inputs, small_config
+from conftest import random_inputs, registered_gradients, small_config
 
 
 def _dropout(rate, seed=1):
@@ -155,13 +155,6 @@ def test_other_activations_have_no_training_variant():
     activations.get_activation("swishy", training=True)
 
 
-def _registered_gradients() -> int:
-  """How many gradient functions TensorFlow's global registry holds (each
-  `tf.custom_gradient` trace adds one, never removed)."""
-  from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
-  return len(ops._gradient_registry._registry)  # pylint: disable=protected-access
-
-
 def _one_traced_train_step(encoder):
   x = {k: tf.constant(v) for k, v in random_inputs(2, 8).items()}
 
@@ -183,11 +176,11 @@ def test_training_a_new_model_leaves_no_gradient_holding_the_old_one():
   captured, for the life of the process (bench/PERFORMANCE.md, "Memory a
   `fit` keeps")."""
   _one_traced_train_step(BertEncoder(small_config(hidden_act="gelu")))
-  before = _registered_gradients()
+  before = registered_gradients()
   for _ in range(2):
     grads = _one_traced_train_step(BertEncoder(small_config(hidden_act="gelu")))
     assert all(g is not None for g in grads)
-  assert _registered_gradients() == before
+  assert registered_gradients() == before
   # Negative control: the same custom gradient traced inside each step (as
   # the GELU was) registers one more gradient per step.
   inline = tf.custom_gradient(lambda v: (v * 2.0, lambda dy: dy * 2.0))
@@ -201,4 +194,4 @@ def test_training_a_new_model_leaves_no_gradient_holding_the_old_one():
 
   step(tf.constant(1.0))
   step(tf.constant([1.0, 2.0]))      # a new shape: traced again
-  assert _registered_gradients() == before + 2
+  assert registered_gradients() == before + 2

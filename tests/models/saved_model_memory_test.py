@@ -12,16 +12,11 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.eager import context
-from tensorflow.python.framework import ops
 import tf_keras
 
 from bert import BertEncoder, export
 from bert.models import BertClassifier
-from conftest import random_inputs, small_config, vocab
-
-
-def _registered_gradients() -> int:
-  return len(ops._gradient_registry.list())  # pylint: disable=protected-access
+from conftest import random_inputs, registered_gradients, small_config, vocab
 
 
 def _recorded_gradients(path: str) -> int:
@@ -70,7 +65,7 @@ def _load_and_drop(path):
   del loaded
   tf_keras.backend.clear_session()
   gc.collect()
-  return (_registered_gradients(),
+  return (registered_gradients(),
           len(context.context().list_function_names()))
 
 

@@ -13,7 +13,7 @@ from bert.training import (LossScaleCollapseError, NonFiniteLossError,
                            OptimizerConfig, RuntimeConfig, build_optimizer,
                            run_experiment)
 from conftest import (PRETRAIN_PRED, PRETRAIN_SEQ, pretraining_task,
-                      small_config)
+                      registered_gradients, small_config)
 
 SEQ, PRED = PRETRAIN_SEQ, PRETRAIN_PRED
 
@@ -269,11 +269,6 @@ def test_bad_runtime_settings_fail_before_training(records, tmp_path):
                     inputs=PretrainingInputs(seq_length=128))
 
 
-def _registered_gradients():
-  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
-  return len(ops._gradient_registry.list())  # pylint: disable=protected-access
-
-
 def test_a_finished_run_leaves_no_gradient_holding_its_step(records, tmp_path):
   """A run's step sums over replicas through `train_step.replica_sum`,
   which on one replica calls no `all_reduce`: each traced `all_reduce`
@@ -281,9 +276,9 @@ def test_a_finished_run_leaves_no_gradient_holding_its_step(records, tmp_path):
   variable of the model and optimizer (a process that trained models one
   after another grew by each)."""
   train(pretraining_task(records), tmp_path / "first", steps=1)
-  before = _registered_gradients()
+  before = registered_gradients()
   train(pretraining_task(records), tmp_path / "second", steps=1)
-  assert _registered_gradients() == before
+  assert registered_gradients() == before
   # Negative control: a sum over replicas by `all_reduce` in a traced step,
   # on the same one-replica strategy, registers one gradient per trace.
   strategy = tf.distribute.get_strategy()
@@ -295,4 +290,4 @@ def test_a_finished_run_leaves_no_gradient_holding_its_step(records, tmp_path):
 
   step(tf.constant(1.0))
   step(tf.constant([1.0, 2.0]))      # a new shape: traced again
-  assert _registered_gradients() == before + 2
+  assert registered_gradients() == before + 2
