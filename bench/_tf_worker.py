@@ -32,10 +32,11 @@ def _inputs(spec):
 
 
 def _matmul(spec):
-  n = spec["seq"]          # square n x n fp32 matmul
-  a = tf.random.normal([n, n])
-  b = tf.random.normal([n, n])
-  f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+  n = spec["seq"]          # square n x n matmul, fp32 or bf16 operands
+  dtype = tf.bfloat16 if spec.get("bf16") else tf.float32
+  a = tf.cast(tf.random.normal([n, n]), dtype)
+  b = tf.cast(tf.random.normal([n, n]), dtype)
+  f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
   return lambda: f().numpy()
 
 

@@ -29,8 +29,9 @@ def _config(spec):
 def build(spec):
   if spec["mode"] == "matmul":
     n = spec["seq"]
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    return lambda: torch.matmul(a, b).sum().item()
+    dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    return lambda: torch.matmul(a, b).float().sum().item()
   ids, mask, types, labels = P.synthetic_batch(spec["batch"], spec["seq"])
   x = dict(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
            token_type_ids=torch.tensor(types))

@@ -20,7 +20,9 @@ Inputs are dense full-length rows (every token real). FLOPs count the
 matrix multiplications: per sequence and layer 2*S*(4*H^2 + 2*H*I) for the
 projections and feed-forward plus 4*S^2*H for attention scores and context,
 plus 2*H^2 for the pooler; a train step counts 3x the forward pass. The
-machine's matmul peak is an n x n fp32 matmul (2*n^3 FLOPs) in torch and TF.
+machine's matmul peak is an n x n fp32 matmul (2*n^3 FLOPs) in torch and TF;
+when a row computes in bf16, the same matmul in bf16 is timed too, so the
+run shows what the CPU's bf16 units give each library over fp32.
 """
 
 import argparse
@@ -88,6 +90,17 @@ def flops_per_sequence(model, seq, mode):
   return forward * (TRAIN_FACTOR if mode == "train" else 1)
 
 
+def matmul_peaks(impls):
+  """The matmuls timed beside the rows: name -> (worker, bf16). fp32 always;
+  bf16 too when a row computes in bf16, so a run records what the machine's
+  bf16 matmuls give over its fp32 ones beside what the models get."""
+  peaks = {"torch matmul": ("torch", False), "TF matmul": ("tf_ours", False)}
+  if any(IMPLS[i][1].get("bf16") or IMPLS[i][0] == "openvino" for i in impls):
+    peaks.update({"torch bf16 matmul": ("torch", True),
+                  "TF bf16 matmul": ("tf_ours+onednn", True)})
+  return peaks
+
+
 def keras_hub_python():
   python = os.path.join(KERAS_HUB_VENV, "bin", "python")
   if not os.path.exists(python):
@@ -139,14 +152,16 @@ def main():
                  "leave them out of --impls")
   cases = [(m, mode) for m in args.models.split(",") for mode in args.modes.split(",")]
 
-  workers = start_workers(sorted({IMPLS[i][0] for i in impls} | {"torch", "tf_ours"}))
+  workers = start_workers(sorted({IMPLS[i][0] for i in impls} | {
+      worker for worker, _ in matmul_peaks(impls).values()}))
   timings, iters = {}, {}
   started = time.time()
   try:
     # Build and warm up everything, then calibrate the block lengths.
-    jobs = [(("matmul", "matmul"), name, "torch" if name == "torch matmul" else "tf_ours",
-             dict(model="matmul", mode="matmul", batch=1, seq=MATMUL_N, xla=False))
-            for name in ("torch matmul", "TF matmul")]
+    jobs = [(("matmul", "matmul"), name, worker,
+             dict(model="matmul", mode="matmul", batch=1, seq=MATMUL_N, xla=False,
+                  bf16=bf16))
+            for name, (worker, bf16) in matmul_peaks(impls).items()]
     for model, mode in cases:
       for impl in impls:
         if mode != "infer" and impl in INFER_ONLY:
@@ -186,10 +201,13 @@ def render(jobs, timings, args, impls):
     return statistics.median(timings[key]), min(timings[key]), max(timings[key])
 
   peak = {}
-  for name in ("torch matmul", "TF matmul"):
+  for name in matmul_peaks(impls):
     med, lo, hi = per_iter(f"matmul/matmul/{name}")
     f = 2 * MATMUL_N ** 3 / 1e9
     peak[name] = (f / med, f / hi, f / lo)
+
+  def rate(name):
+    return f"{peak[name][0]:.0f} GFLOP/s ({peak[name][1]:.0f}-{peak[name][2]:.0f})"
   torch_peak = peak["torch matmul"][0]
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import torch  # pylint: disable=g-import-not-at-top
@@ -213,10 +231,16 @@ def render(jobs, timings, args, impls):
       "although our classifier skips the last layer's work on all but the [CLS] "
       "rows (`EncoderScaffold.pooled`): for ours it is the rate of the same "
       "useful work.", "",
-      f"Matmul peak ({MATMUL_N}x{MATMUL_N} fp32): torch {peak['torch matmul'][0]:.0f} "
-      f"GFLOP/s ({peak['torch matmul'][1]:.0f}-{peak['torch matmul'][2]:.0f}), "
-      f"TF {peak['TF matmul'][0]:.0f} GFLOP/s ({peak['TF matmul'][1]:.0f}-"
-      f"{peak['TF matmul'][2]:.0f}).", "",
+      f"Matmul peak ({MATMUL_N}x{MATMUL_N} fp32): torch {rate('torch matmul')}, "
+      f"TF {rate('TF matmul')}.", ""]
+  if "TF bf16 matmul" in peak:
+    # The most a bf16 row can gain over fp32 in each library on this machine.
+    lines += [
+        f"Matmul in bf16 ({MATMUL_N}x{MATMUL_N}, operands bf16, TF through "
+        f"oneDNN): torch {rate('torch bf16 matmul')}, TF {rate('TF bf16 matmul')}; "
+        f"bf16 / fp32 peak: torch {peak['torch bf16 matmul'][0] / peak['torch matmul'][0]:.2f}x, "
+        f"TF {peak['TF bf16 matmul'][0] / peak['TF matmul'][0]:.2f}x.", ""]
+  lines += [
       "| model (batch) | mode | implementation | seq/s | spread | GFLOP/s | % of torch "
       "matmul peak | vs fastest peer |",
       "| --- | --- | --- | --- | --- | --- | --- | --- |"]
