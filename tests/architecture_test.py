@@ -51,17 +51,22 @@ def modules(root: str = ROOT) -> Dict[str, str]:
   found = {}
   for prefix, folder in PACKAGES.items():
     base = os.path.join(root, folder)
-    for dirpath, _, files in os.walk(base):
-      for f in files:
-        if not f.endswith(".py"):
-          continue
-        path = os.path.join(dirpath, f)
-        rel = os.path.relpath(path, base)[:-3].replace(os.sep, ".")
-        name = (prefix if rel == "__init__"
-                else f"{prefix}.{rel.removesuffix('.__init__')}")
-        with open(path, encoding="utf-8") as fh:
-          found[name] = fh.read()
+    for path, text in _python_sources(base):
+      rel = os.path.relpath(path, base)[:-3].replace(os.sep, ".")
+      name = (prefix if rel == "__init__"
+              else f"{prefix}.{rel.removesuffix('.__init__')}")
+      found[name] = text
   return found
+
+
+def _python_sources(base: str):
+  """(path, source text) of every .py file under `base`."""
+  for dirpath, _, files in os.walk(base):
+    for f in sorted(files):
+      if f.endswith(".py"):
+        path = os.path.join(dirpath, f)
+        with open(path, encoding="utf-8") as fh:
+          yield path, fh.read()
 
 
 def _package(name: str, sources) -> bool:
@@ -276,20 +281,10 @@ def keras_3_uses(text: str, name: str) -> List[str]:
   return found
 
 
-def _test_and_bench_sources() -> Dict[str, str]:
-  found = {}
-  for folder in ("tests", "bench"):
-    for dirpath, _, files in os.walk(os.path.join(ROOT, folder)):
-      for f in sorted(files):
-        if f.endswith(".py"):
-          path = os.path.join(dirpath, f)
-          with open(path, encoding="utf-8") as fh:
-            found[os.path.relpath(path, ROOT)] = fh.read()
-  return found
-
-
 def test_no_code_reaches_keras_through_tf_keras():
-  sources = dict(modules(), **_test_and_bench_sources())
+  sources = dict(modules(), **{
+      os.path.relpath(path, ROOT): text for folder in ("tests", "bench")
+      for path, text in _python_sources(os.path.join(ROOT, folder))})
   found = [hit for name, text in sorted(sources.items())
            for hit in keras_3_uses(text, name)]
   assert found == [], "use tf_keras, not tf.keras: " + ", ".join(found)
