@@ -81,8 +81,9 @@ def _served(encoder, spec):
   features, _ = _inputs(spec)
   _trained_like(encoder, features)
   copy = frozen.bf16_weights_copy(encoder)
-  network = frozen.freeze(lambda x: dict(copy(x, training=False)),
-                          list(features))
+  network = frozen.freeze(
+      lambda x: dict(copy(x, training=False)),
+      {k: tf.TensorSpec([None, None], tf.int32, name=k) for k in features})
 
   def forward():
     out = network(features)

@@ -34,7 +34,8 @@ served = "served" in sys.argv[2:]
 if served:
   from bert.serving import frozen
   copy = frozen.bf16_weights_copy(enc)
-  network = frozen.freeze(lambda t: dict(copy(t, training=False)), list(x))
+  network = frozen.freeze(lambda t: dict(copy(t, training=False)),
+                          {k: tf.TensorSpec([None, None], tf.int32) for k in x})
 # Unknown batch and length, as a served model (and `predict`) runs.
 @tf.function(input_signature=[{k: tf.TensorSpec([None, None], tf.int32) for k in x}])
 def f(x):

@@ -13,6 +13,7 @@ import tf_keras
 from bert import distillation as distil
 from bert import train_step as step
 from bert.models import _keras_raw as raw_inputs
+from bert.serving import frozen
 from bert.validation import ConfigError
 
 
@@ -113,12 +114,30 @@ class KerasTraining:
       return super().predict(x, batch_size=batch_size, **kwargs)
     batch_size = raw_inputs.batch_size(self, "predict", batch_size, 64)
     features = raw_inputs.features(self, x, None, "predict", needs_y=False)
-    if getattr(self, "_predict_fn", None) is None:
-      object.__setattr__(self, "_predict_fn", tf.function(
-          lambda batch: self(batch, training=False), reduce_retracing=True))
-    outputs = self.preprocessor.predict_features(self._predict_fn, features,
-                                                 batch_size)
+    outputs = self.preprocessor.predict_features(
+        self.inference_forward(features), features, batch_size)
     return self.preprocessor.decode(outputs, features, x)
+
+  def inference_outputs(self, batch):
+    """The model's outputs on `batch` in inference mode (what `predict`
+    decodes)."""
+    return dict(self(batch, training=False))
+
+  def inference_forward(self, features, method: str = "inference_outputs"):
+    """The batch function that runs `method` (a method of this model taking
+    one batch, in inference mode: `inference_outputs`, or a
+    `TextEmbedder`'s `inference_embeddings`) over `features` (the model's
+    int inputs, NumPy, all rows), as `predict` does. In bf16 the network is
+    frozen once that pays, and kept while the weights are unchanged
+    (`bert.serving.frozen.InferenceForward`)."""
+    forwards = self.__dict__.get("_inference_forwards")
+    if forwards is None:
+      forwards = {}
+      object.__setattr__(self, "_inference_forwards", forwards)
+    if method not in forwards:
+      forwards[method] = frozen.InferenceForward(
+          self, lambda model, batch: getattr(model, method)(batch))
+    return forwards[method].for_rows(int(np.sum(features["input_mask"])))
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1,
           validation_data=None, shuffle=True, teacher=None, distillation=None,
@@ -206,10 +225,8 @@ class KerasTraining:
           f"{self.name}.fit",
           (mine.vocabulary, mine.lower_case, "this model's preprocessor"),
           (theirs.vocabulary, theirs.lower_case, "the teacher's preprocessor"))
-    call = tf.function(lambda batch: teacher(batch, training=False),
-                       reduce_retracing=True)
-    targets = distil.teacher_columns(
-        kind, mine.predict_features(call, features, 64))
+    targets = distil.teacher_columns(kind, mine.predict_features(
+        teacher.inference_forward(features), features, 64))
     n, labeled = len(features["input_word_ids"]), y is not None
     targets["has_label"] = np.full([n], float(labeled), np.float32)
     if kind == "tokens":

@@ -158,7 +158,7 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
     if show_progress is None:
       show_progress = n > 20 * batch_size
     bar = tf_keras.utils.Progbar(n, unit_name="text") if show_progress else None
-    fn = self._embedding_function()
+    fn = self.inference_forward(features, "inference_embeddings")
 
     def run(batch):
       out = fn(batch)
@@ -170,6 +170,11 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
     if normalize:
       out = out / np.maximum(np.linalg.norm(out, axis=-1, keepdims=True), 1e-12)
     return out.astype(np.float32, copy=False)
+
+  def inference_embeddings(self, batch):
+    """The embeddings of `batch` ([batch, dim]) in inference mode, before
+    `encode`'s normalisation."""
+    return self._embed(batch, False)
 
   def encode_queries(self, texts, **kwargs) -> np.ndarray:
     """`encode` with the model's "query" prompt, if it has one."""
@@ -187,12 +192,6 @@ class BertTextEmbedder(objective_lib.EmbeddingTraining, EncoderModel):
       elif pre.default_prompt_name is not None:
         kwargs["prompt"] = ""
     return self.encode(texts, **kwargs)
-
-  def _embedding_function(self):
-    if getattr(self, "_embed_fn", None) is None:
-      object.__setattr__(self, "_embed_fn", tf.function(
-          lambda batch: self._embed(batch, False), reduce_retracing=True))
-    return self._embed_fn
 
   def export(self, path: str, precision: Optional[str] = None, gate=None,
              runtime=None) -> dict:

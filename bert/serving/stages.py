@@ -70,17 +70,17 @@ class ServingModule(tf.Module):
     # (`bert.serving.frozen`): they are not variables of the SavedModel.
     self._frozen = None
     self.model_variables = list(model.variables)
+    ids = {k: tf.TensorSpec([None, None], tf.int32, name=k)
+           for k in self.network_inputs}
     if model.compute_dtype == "bfloat16":
       copy = frozen.bf16_weights_copy(model)
       self._frozen = frozen.freeze(
           lambda x: dict(copy({k: x[k] for k in self.network_inputs},
-                              training=False)), self.network_inputs)
+                              training=False)), ids)
       self.model_variables = []
     self.buckets = tuple(int(b) for b in buckets)
     strings = {k: tf.TensorSpec([None], tf.string, name=k)
                for k in self.string_inputs}
-    ids = {k: tf.TensorSpec([None, None], tf.int32, name=k)
-           for k in self.network_inputs}
     # Each stage is traced once, here, and kept as its concrete function:
     # `tf.saved_model.save` traces every `tf.function` it finds on the
     # module once more (its traces are keyed on whether a save is under
