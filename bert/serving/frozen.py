@@ -78,7 +78,7 @@ class InferenceForward:
 
   A model computing in bf16 runs it, once that pays, as `freeze` runs
   serving networks: its bf16 copy with the weights as graph constants, in
-  their blocked layout, 1.3-2x the Keras forward's speed on AMX (which
+  their blocked layout, 1.4-2x the Keras forward's speed on AMX (which
   reads float32 variables, casts and re-lays them out on every call;
   bench/RESULTS_AMX.md, run L). Freezing costs seconds of tracing and graph
   optimisation that grow with the model (`freeze_seconds`), so it follows
