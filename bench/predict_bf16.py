@@ -90,14 +90,12 @@ def _run(model, head, texts):
 
 
 def _forward(model, head):
-  return model._inference_forwards[_method(head)]  # pylint: disable=protected-access
+  from bert.serving import frozen  # pylint: disable=g-import-not-at-top
+  return frozen.InferenceForward.of(model, _method(head))
 
 
 def _never_freezes(model, head):
-  """`model`, its inference forward made (nothing run) and set never to
-  freeze."""
-  model.inference_forward({"input_mask": np.zeros([1, 1], np.int32)},
-                          _method(head))
+  """`model`, its inference forward set never to freeze."""
   _forward(model, head).freeze_seconds = float("inf")
   return model
 

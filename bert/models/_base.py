@@ -4,6 +4,7 @@ comes from `_keras_training.KerasTraining`). Each model has one `call`."""
 
 from typing import Dict, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 import tf_keras
 
@@ -13,6 +14,7 @@ from bert.features import ENCODER_INPUTS
 from bert.models._keras_training import KerasTraining
 from bert.models.pretrained import load_pretrained
 from bert.networks.encoder_scaffold import encoder_inputs
+from bert.serving import frozen
 from bert.validation import ConfigError, check_labels
 
 
@@ -136,6 +138,21 @@ class EncoderModel(AtomicSave, KerasTraining, tf_keras.Model):
     finally:
       object.__setattr__(self, "_internals", None)
     return outputs, internals
+
+  def inference_outputs(self, batch):
+    """The model's outputs on `batch` in inference mode (what `predict`
+    decodes)."""
+    return dict(self(batch, training=False))
+
+  def inference_forward(self, features, method: str = "inference_outputs"):
+    """The batch function that runs `method` (a method of this model taking
+    one batch, in inference mode: `inference_outputs`, or a
+    `TextEmbedder`'s `inference_embeddings`) over `features` (the model's
+    int inputs, NumPy, all rows), as `predict` does. In bf16 the network is
+    frozen once that pays, and kept while the weights are unchanged
+    (`bert.serving.frozen.InferenceForward`)."""
+    return frozen.InferenceForward.of(self, method).for_rows(
+        int(np.sum(features["input_mask"])))
 
   # ----------------------------------------------------- from_pretrained
   # The preprocessor class `from_pretrained` attaches (None: none).

@@ -13,7 +13,6 @@ import tf_keras
 from bert import distillation as distil
 from bert import train_step as step
 from bert.models import _keras_raw as raw_inputs
-from bert.serving import frozen
 from bert.validation import ConfigError
 
 
@@ -117,27 +116,6 @@ class KerasTraining:
     outputs = self.preprocessor.predict_features(
         self.inference_forward(features), features, batch_size)
     return self.preprocessor.decode(outputs, features, x)
-
-  def inference_outputs(self, batch):
-    """The model's outputs on `batch` in inference mode (what `predict`
-    decodes)."""
-    return dict(self(batch, training=False))
-
-  def inference_forward(self, features, method: str = "inference_outputs"):
-    """The batch function that runs `method` (a method of this model taking
-    one batch, in inference mode: `inference_outputs`, or a
-    `TextEmbedder`'s `inference_embeddings`) over `features` (the model's
-    int inputs, NumPy, all rows), as `predict` does. In bf16 the network is
-    frozen once that pays, and kept while the weights are unchanged
-    (`bert.serving.frozen.InferenceForward`)."""
-    forwards = self.__dict__.get("_inference_forwards")
-    if forwards is None:
-      forwards = {}
-      object.__setattr__(self, "_inference_forwards", forwards)
-    if method not in forwards:
-      forwards[method] = frozen.InferenceForward(
-          self, lambda model, batch: getattr(model, method)(batch))
-    return forwards[method].for_rows(int(np.sum(features["input_mask"])))
 
   def fit(self, x=None, y=None, batch_size=None, epochs=1,
           validation_data=None, shuffle=True, teacher=None, distillation=None,

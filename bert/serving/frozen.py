@@ -124,6 +124,18 @@ class InferenceForward:
     self.freezes = 0                 # how often the network was frozen
     self.batches = {"keras": 0, "frozen": 0}   # batches run on each
 
+  @classmethod
+  def of(cls, model, method: str) -> "InferenceForward":
+    """The one `InferenceForward` of `model` running `model.<method>(batch)`,
+    made at first use and kept on the model (out of Keras' tracking)."""
+    forwards = model.__dict__.get("_inference_forwards")
+    if forwards is None:
+      forwards = {}
+      object.__setattr__(model, "_inference_forwards", forwards)
+    if method not in forwards:
+      forwards[method] = cls(model, lambda m, batch: getattr(m, method)(batch))
+    return forwards[method]
+
   def for_rows(self, tokens: int) -> Callable:
     """The batch function for one call over `tokens` tokens."""
     if not self.bf16:

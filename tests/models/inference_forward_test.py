@@ -91,7 +91,7 @@ def test_bf16_predict_runs_frozen_and_is_never_stale():
                                          precision="bf16")
   assert model.compute_dtype == "bfloat16"
   keras = model.predict((a, b), batch_size=8)
-  forward = model._inference_forwards["inference_outputs"]
+  forward = frozen.InferenceForward.of(model, "inference_outputs")
   assert forward.freezes == 0 and forward.batches["frozen"] == 0
   forward.freeze_seconds = 0.0
   model.predict((a, b), batch_size=8)       # freezes after its first batch
@@ -135,7 +135,7 @@ def test_bf16_encode_runs_frozen():
   a, _, _ = mrpc(16)
   model = BertTextEmbedder.from_pretrained(minilm_dir(), precision="bf16")
   keras = model.encode(a, batch_size=8)
-  forward = model._inference_forwards["inference_embeddings"]
+  forward = frozen.InferenceForward.of(model, "inference_embeddings")
   forward.freeze_seconds = 0.0
   model.encode(a, batch_size=8)
   got = model.encode(a, batch_size=8)
